@@ -1,0 +1,94 @@
+// Package gateways owns the boundary between chat platforms and latch: the
+// Gateway interface the platform adapters implement, the platform-neutral
+// Message type, and the Hub that applies the pairing guard, runs the chat
+// commands and hands work to the agent. Policy lives here and nowhere else;
+// the adapters only translate.
+package gateways
+
+import (
+	"context"
+	"time"
+)
+
+// ChatType says what kind of conversation a message came from. Only private
+// chats may pair unless groups are allowed explicitly.
+type ChatType string
+
+// Chat types, shared by every platform.
+const (
+	ChatPrivate ChatType = "private"
+	ChatGroup   ChatType = "group"
+	ChatChannel ChatType = "channel"
+)
+
+// Message is one inbound chat message, already translated out of the
+// platform's format. IDs are strings so every platform fits (Telegram uses
+// int64, Discord snowflakes).
+type Message struct {
+	Gateway  string    `json:"gateway"`
+	ID       string    `json:"id"`
+	ChatID   string    `json:"chat_id"`
+	ChatType ChatType  `json:"chat_type"`
+	ChatName string    `json:"chat_name,omitempty"`
+	UserID   string    `json:"user_id"`
+	UserName string    `json:"user_name,omitempty"`
+	Text     string    `json:"text"`
+	Time     time.Time `json:"time"`
+}
+
+// Reply is one outbound message. The adapter renders it within its platform's
+// limits (splitting long text, escaping markup).
+type Reply struct {
+	// Text is the body, shown as plain text.
+	Text string
+	// Pre renders Text as a preformatted (monospace) block.
+	Pre bool
+	// ReplyTo is the platform id of the message this answers, or "".
+	ReplyTo string
+}
+
+// Sink receives what a gateway reads from its platform. Ingest must store the
+// messages and the new cursor atomically: when it returns nil the gateway may
+// confirm the updates to the platform; when it returns an error the gateway
+// must not advance and should retry the same batch later.
+type Sink interface {
+	// Cursor returns the last cursor Ingest stored for the gateway, or "".
+	Cursor(ctx context.Context, gateway string) (string, error)
+	// Ingest stores msgs and advances the gateway's cursor in one step.
+	Ingest(ctx context.Context, gateway, cursor string, msgs []Message) error
+}
+
+// Gateway is one bot account on one platform.
+type Gateway interface {
+	// Name is the gateway's key in the configuration and the store
+	// ("telegram", "discord").
+	Name() string
+	// Start connects to the platform (verifying the credentials) and returns
+	// once it is known whether that worked. It does not read messages yet.
+	Start(ctx context.Context) error
+	// Run reads messages until ctx ends, handing them to sink. Transient
+	// platform errors are retried inside Run; it returns only when ctx ends
+	// or on an error that retrying cannot fix.
+	Run(ctx context.Context, sink Sink) error
+	// Send delivers a reply to a chat and returns the platform id of the
+	// (last) message it created.
+	Send(ctx context.Context, chatID string, r Reply) (string, error)
+	// Info describes the gateway for status output and pairing links.
+	Info() Info
+}
+
+// Info is what a gateway knows about itself.
+type Info struct {
+	// BotName is the bot's user name without "@", once known.
+	BotName string
+	// Connected is true while the last call to the platform succeeded.
+	Connected bool
+	// LastError is the last platform error, already scrubbed of secrets.
+	LastError string
+}
+
+// PairLinker is implemented by gateways whose platform has a deep link that
+// sends a start parameter (Telegram's t.me/<bot>?start=<code>).
+type PairLinker interface {
+	PairLink(code string) string
+}
