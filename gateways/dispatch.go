@@ -1,0 +1,215 @@
+package gateways
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/latchd/latch/store"
+)
+
+// MsgInterrupted tells a chat that a command it sent was cut by a restart.
+const MsgInterrupted = "⚠ This was interrupted by a restart of latch and was not run again:\n"
+
+// chat is the per-(gateway, chat) worker state: a FIFO of inbox entries run
+// one at a time, and the job in progress.
+type chat struct {
+	key     chatKey
+	queue   []store.Entry
+	running *job
+}
+
+type job struct {
+	text    string
+	started time.Time
+	cancel  context.CancelFunc
+}
+
+// Run recovers the inbox, then dispatches stored work until ctx ends. It
+// waits for every worker it started before returning.
+func (h *Hub) Run(ctx context.Context) error {
+	h.mu.Lock()
+	h.ctx = ctx
+	h.mu.Unlock()
+	defer h.workers.Wait()
+	if err := h.recoverInbox(); err != nil {
+		return fmt.Errorf("recover inbox: %w", err)
+	}
+	for {
+		if err := h.dispatchPending(ctx); err != nil {
+			h.log.Error("dispatch", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-h.wake:
+		}
+	}
+}
+
+// recoverInbox turns every entry that was running when the last process
+// died into a notice for its chat: a command is never run twice.
+func (h *Hub) recoverInbox() error {
+	return h.cfg.Store.Update(func(tx *store.Tx) error {
+		var cut []store.Entry
+		err := tx.ScanInbox(0, func(e store.Entry) bool {
+			if e.State == store.Running {
+				cut = append(cut, e)
+			}
+			return true
+		})
+		if err != nil {
+			return err
+		}
+		for _, e := range cut {
+			h.log.Warn("command interrupted by restart; not re-run", "gateway", e.Gateway, "seq", e.Seq)
+			if err := tx.DeleteInbox(e.Seq); err != nil {
+				return err
+			}
+			notice := store.Entry{Kind: store.KindNotice, Gateway: e.Gateway, ChatID: e.ChatID,
+				MessageID: e.MessageID, Text: MsgInterrupted + e.Text, Received: h.cfg.Now()}
+			if _, err := tx.AppendInbox(notice); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// dispatchPending hands every not yet dispatched inbox entry to its chat.
+func (h *Hub) dispatchPending(ctx context.Context) error {
+	var entries []store.Entry
+	err := h.cfg.Store.View(func(tx *store.Tx) error {
+		return tx.ScanInbox(h.next, func(e store.Entry) bool {
+			entries = append(entries, e)
+			return len(entries) < 256
+		})
+	})
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		h.next = e.Seq + 1
+		h.dispatch(ctx, e)
+	}
+	if len(entries) == 256 {
+		h.poke()
+	}
+	return nil
+}
+
+// dispatch routes one entry. Chat commands that must not wait behind a
+// running job (/stop, /status, /help) are answered at once; everything
+// else joins the chat's queue.
+func (h *Hub) dispatch(ctx context.Context, e store.Entry) {
+	if e.Kind == store.KindMessage {
+		if !h.stillLatched(e) {
+			h.finish(e, false)
+			return
+		}
+		if reply, ok := h.immediate(e); ok {
+			h.finish(e, true)
+			h.goSend(ctx, e.Gateway, e.ChatID, Reply{Text: reply, ReplyTo: e.MessageID})
+			return
+		}
+	}
+	h.enqueue(ctx, e)
+}
+
+// stillLatched re-checks the chat lock at dispatch time: the gateway may
+// have been unpaired since the message was stored. A store error counts as
+// "no": fail closed.
+func (h *Hub) stillLatched(e store.Entry) bool {
+	var l *store.Latch
+	err := h.cfg.Store.View(func(tx *store.Tx) (err error) {
+		l, err = tx.Latch(e.Gateway)
+		return err
+	})
+	if err != nil {
+		h.log.Error("reading latch failed; message dropped", "gateway", e.Gateway, "err", err)
+		return false
+	}
+	if l == nil || l.ChatID != e.ChatID {
+		return false
+	}
+	return ChatType(l.ChatType) == ChatPrivate || l.UserID == e.UserID
+}
+
+// finish deletes a handled entry (and counts it when handled is true).
+func (h *Hub) finish(e store.Entry, handled bool) {
+	err := h.cfg.Store.Update(func(tx *store.Tx) error {
+		if handled {
+			if err := tx.Incr(e.Gateway, CounterHandled, 1); err != nil {
+				return err
+			}
+		}
+		return tx.DeleteInbox(e.Seq)
+	})
+	if err != nil {
+		h.log.Error("finishing inbox entry", "seq", e.Seq, "err", err)
+	}
+}
+
+func (h *Hub) enqueue(ctx context.Context, e store.Entry) {
+	key := chatKey{e.Gateway, e.ChatID}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	c := h.chats[key]
+	if c == nil {
+		c = &chat{key: key}
+		h.chats[key] = c
+	}
+	c.queue = append(c.queue, e)
+	if len(c.queue) == 1 && c.running == nil {
+		h.workers.Add(1)
+		go h.work(ctx, c)
+	}
+}
+
+// work runs a chat's queue until it is empty, then retires. One worker per
+// chat at most, so a chat's messages run in order.
+func (h *Hub) work(ctx context.Context, c *chat) {
+	defer h.workers.Done()
+	for {
+		h.mu.Lock()
+		if len(c.queue) == 0 || ctx.Err() != nil {
+			delete(h.chats, c.key)
+			h.mu.Unlock()
+			return
+		}
+		e := c.queue[0]
+		c.queue = c.queue[1:]
+		h.mu.Unlock()
+		h.handle(ctx, c, e)
+	}
+}
+
+// goSend sends a reply without blocking the dispatch loop.
+func (h *Hub) goSend(ctx context.Context, gateway, chatID string, r Reply) {
+	h.workers.Add(1)
+	go func() {
+		defer h.workers.Done()
+		h.send(ctx, gateway, chatID, r)
+	}()
+}
+
+func (h *Hub) send(ctx context.Context, gateway, chatID string, r Reply) {
+	g := h.gateways[gateway]
+	if g == nil {
+		h.log.Error("reply for unknown gateway dropped", "gateway", gateway)
+		return
+	}
+	if _, err := g.Send(ctx, chatID, r); err != nil {
+		h.log.Warn("sending reply failed", "gateway", gateway, "chat", chatID, "err", err)
+	}
+}
+
+// Notify sends text to a chat, best effort (announcements, unpair notices).
+func (h *Hub) Notify(ctx context.Context, gateway, chatID, text string) error {
+	g := h.gateways[gateway]
+	if g == nil {
+		return fmt.Errorf("notify: unknown gateway %q", gateway)
+	}
+	_, err := g.Send(ctx, chatID, Reply{Text: text})
+	return err
+}

@@ -1,0 +1,225 @@
+package gateways
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/latchd/latch/pairing"
+	"github.com/latchd/latch/store"
+)
+
+// Counter names kept per gateway in the store.
+const (
+	CounterHandled   = "handled"
+	CounterStrangers = "strangers_dropped"
+	CounterFailed    = "failed_attempts"
+)
+
+// Replies sent by the guard. The failure text is the same for every
+// reason a code can be refused.
+const (
+	MsgPairFailed = "That code is not valid. Mint a new one on the machine with `latch pair` and try again."
+	MsgPaired     = "Paired. This chat now controls latch on this machine:\n" +
+		"  !<command>  runs a shell command\n  /status  /stop  /help"
+)
+
+// Shell runs one command for the latched chat and returns the text to show
+// (output and a summary line). It must stop everything it started when ctx
+// ends.
+type Shell func(ctx context.Context, command string) string
+
+// Config wires a Hub.
+type Config struct {
+	Store    *store.DB
+	Pairer   *pairing.Pairer
+	Gateways []Gateway
+	// AllowGroups lists gateways whose group chats may pair.
+	AllowGroups map[string]bool
+	Shell       Shell
+	Log         *slog.Logger
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// Hub is the one dispatcher of a daemon: it guards what the gateways
+// ingest, stores it, and runs it in order per chat.
+type Hub struct {
+	cfg      Config
+	log      *slog.Logger
+	gateways map[string]Gateway
+	limiter  *replyLimiter
+	strays   *replyLimiter // rate-limits stranger audit events
+	wake     chan struct{}
+
+	mu      sync.Mutex
+	chats   map[chatKey]*chat
+	next    uint64 // first inbox seq not yet dispatched
+	ctx     context.Context
+	workers sync.WaitGroup
+}
+
+type chatKey struct{ gateway, chatID string }
+
+// NewHub returns a Hub for cfg.
+func NewHub(cfg Config) *Hub {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	h := &Hub{
+		cfg:      cfg,
+		log:      cfg.Log,
+		gateways: make(map[string]Gateway),
+		limiter:  newReplyLimiter(10*time.Second, 4096),
+		strays:   newReplyLimiter(time.Minute, 64),
+		wake:     make(chan struct{}, 1),
+		chats:    make(map[chatKey]*chat),
+	}
+	for _, g := range cfg.Gateways {
+		h.gateways[g.Name()] = g
+	}
+	return h
+}
+
+// Cursor implements Sink.
+func (h *Hub) Cursor(ctx context.Context, gateway string) (string, error) {
+	var c string
+	err := h.cfg.Store.View(func(tx *store.Tx) (err error) {
+		c, err = tx.Cursor(gateway)
+		return err
+	})
+	return c, err
+}
+
+// Ingest implements Sink: in one transaction it applies the guard to every
+// message, stores what passes, redeems pairing attempts, counts the rest and
+// advances the cursor. If anything fails nothing is stored and the cursor
+// stays, so the gateway retries the batch: the guard fails closed.
+func (h *Hub) Ingest(ctx context.Context, gateway, cursor string, msgs []Message) error {
+	now := h.cfg.Now()
+	stored := 0
+	err := h.cfg.Store.Update(func(tx *store.Tx) error {
+		stored = 0
+		l, err := tx.Latch(gateway)
+		if err != nil {
+			return err
+		}
+		var strangers, failed uint64
+		for _, m := range msgs {
+			m.Gateway = gateway
+			switch classify(l, m, h.cfg.AllowGroups[gateway]) {
+			case accept:
+				if _, err := tx.AppendInbox(entryFor(m, now)); err != nil {
+					return err
+				}
+				stored++
+			case attempt:
+				nl, ok, err := h.redeem(tx, m, now)
+				if err != nil {
+					return err
+				}
+				if nl != nil {
+					l = nl
+				}
+				if !ok {
+					failed++
+				}
+				stored++
+			default:
+				strangers++
+			}
+		}
+		if err := h.count(tx, gateway, strangers, failed, now); err != nil {
+			return err
+		}
+		return tx.SetCursor(gateway, cursor)
+	})
+	if err != nil {
+		h.log.Error("ingest failed; messages dropped for now and retried later", "gateway", gateway, "err", err)
+		return fmt.Errorf("ingest: %w", err)
+	}
+	if stored > 0 {
+		h.poke()
+	}
+	return nil
+}
+
+func entryFor(m Message, now time.Time) store.Entry {
+	return store.Entry{
+		Kind: store.KindMessage, Gateway: m.Gateway, ChatID: m.ChatID, UserID: m.UserID,
+		MessageID: m.ID, Text: m.Text, Received: now,
+	}
+}
+
+// redeem handles one pairing attempt inside the ingest transaction. ok is
+// false for a failed attempt. The reply is queued as a notice in the same
+// transaction so it survives a crash.
+func (h *Hub) redeem(tx *store.Tx, m Message, now time.Time) (l *store.Latch, ok bool, err error) {
+	code, _ := pairArgument(m.Text)
+	chat := pairing.Chat{ID: m.ChatID, Type: string(m.ChatType), Name: m.ChatName, UserID: m.UserID, UserName: m.UserName}
+	l, err = h.cfg.Pairer.Redeem(tx, m.Gateway, code, chat)
+	notice := store.Entry{Kind: store.KindNotice, Gateway: m.Gateway, ChatID: m.ChatID, MessageID: m.ID, Received: now}
+	switch {
+	case err == nil:
+		h.log.Info("gateway latched", "gateway", m.Gateway, "chat", m.ChatID, "name", m.ChatName)
+		notice.Text = MsgPaired
+	case errors.Is(err, pairing.ErrInvalidCode):
+		h.log.Warn("pairing attempt failed", "gateway", m.Gateway, "chat", m.ChatID)
+		if !h.limiter.allow(m.Gateway+"/"+m.ChatID, now) {
+			return nil, false, nil
+		}
+		notice.Text = MsgPairFailed
+	default:
+		return nil, false, err
+	}
+	if _, err := tx.AppendInbox(notice); err != nil {
+		return nil, false, err
+	}
+	return l, err == nil, nil
+}
+
+// count records dropped strangers and failed attempts: constant space in
+// the counters, and at most one audit event a minute per gateway.
+func (h *Hub) count(tx *store.Tx, gateway string, strangers, failed uint64, now time.Time) error {
+	if strangers > 0 {
+		if err := tx.Incr(gateway, CounterStrangers, strangers); err != nil {
+			return err
+		}
+		if h.strays.allow(gateway, now) {
+			ev := store.Event{Time: now, Gateway: gateway, Kind: "strangers_dropped", Detail: fmt.Sprint(strangers)}
+			if err := tx.Audit(ev); err != nil {
+				return err
+			}
+		}
+	}
+	if failed > 0 {
+		return tx.Incr(gateway, CounterFailed, failed)
+	}
+	return nil
+}
+
+func (h *Hub) poke() {
+	select {
+	case h.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Running reports how many jobs run for a gateway now.
+func (h *Hub) Running(gateway string) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := 0
+	for k, c := range h.chats {
+		if k.gateway == gateway && c.running != nil {
+			n++
+		}
+	}
+	return n
+}

@@ -1,0 +1,194 @@
+// Package store is latch's bbolt adapter: it owns the schema (buckets and
+// their encodings) and offers typed accessors inside transactions. Callers
+// compose several accessors in one transaction when an invariant needs it,
+// e.g. writing inbox entries and advancing a platform cursor together, or
+// checking a pairing code and latching a chat together.
+package store
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// SchemaVersion is the layout this code reads and writes.
+const SchemaVersion = 1
+
+// ErrLocked means another process (normally a running daemon) holds the
+// database file.
+var ErrLocked = errors.New("the database is in use by another latch process")
+
+// ErrNewerSchema means the file was written by a newer latch.
+var ErrNewerSchema = errors.New("the database was written by a newer latch")
+
+var (
+	bucketMeta     = []byte("meta")
+	bucketLatches  = []byte("latches")
+	bucketPending  = []byte("pending")
+	bucketCursors  = []byte("cursors")
+	bucketInbox    = []byte("inbox")
+	bucketCounters = []byte("counters")
+	bucketAudit    = []byte("audit")
+
+	allBuckets = [][]byte{bucketMeta, bucketLatches, bucketPending, bucketCursors,
+		bucketInbox, bucketCounters, bucketAudit}
+
+	keySchema = []byte("schema")
+)
+
+// DB is an open latch database.
+type DB struct {
+	bolt *bolt.DB
+}
+
+// Options tune Open.
+type Options struct {
+	// LockTimeout is how long Open waits for the file lock before
+	// returning ErrLocked. Zero means 200ms: a second daemon must fail at
+	// once, not hang.
+	LockTimeout time.Duration
+	// ReadOnly opens the file for reading only (a shared lock), so status
+	// can be read while no daemon runs without blocking a starting one.
+	ReadOnly bool
+}
+
+// Open opens (creating if needed, mode 0600) the database at path and makes
+// sure the schema is in place.
+func Open(path string, opts Options) (*DB, error) {
+	if opts.LockTimeout == 0 {
+		opts.LockTimeout = 200 * time.Millisecond
+	}
+	b, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: opts.LockTimeout, ReadOnly: opts.ReadOnly})
+	if errors.Is(err, bolt.ErrTimeout) {
+		return nil, fmt.Errorf("open %s: %w", path, ErrLocked)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	if !opts.ReadOnly {
+		// bbolt applies the mode only when it creates the file.
+		if err := os.Chmod(path, 0o600); err != nil {
+			b.Close()
+			return nil, fmt.Errorf("open %s: %w", path, err)
+		}
+	}
+	db := &DB{bolt: b}
+	if opts.ReadOnly {
+		err = db.View(func(tx *Tx) error { return checkSchema(tx.tx) })
+	} else {
+		err = b.Update(migrate)
+	}
+	if err != nil {
+		b.Close()
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	return db, nil
+}
+
+func migrate(tx *bolt.Tx) error {
+	for _, name := range allBuckets {
+		if _, err := tx.CreateBucketIfNotExists(name); err != nil {
+			return err
+		}
+	}
+	meta := tx.Bucket(bucketMeta)
+	if v := meta.Get(keySchema); v != nil {
+		return checkSchema(tx)
+	}
+	return meta.Put(keySchema, u64(SchemaVersion))
+}
+
+func checkSchema(tx *bolt.Tx) error {
+	meta := tx.Bucket(bucketMeta)
+	if meta == nil {
+		return errors.New("not a latch database (no meta bucket)")
+	}
+	v := meta.Get(keySchema)
+	if len(v) != 8 {
+		return errors.New("not a latch database (no schema version)")
+	}
+	if fromU64(v) > SchemaVersion {
+		return fmt.Errorf("schema %d: %w", fromU64(v), ErrNewerSchema)
+	}
+	return nil
+}
+
+// Close closes the database.
+func (db *DB) Close() error { return db.bolt.Close() }
+
+// Bolt returns the underlying handle, for consistency checks and for tests
+// that need to damage the file on purpose.
+func (db *DB) Bolt() *bolt.DB { return db.bolt }
+
+// Path is the file the database lives in.
+func (db *DB) Path() string { return db.bolt.Path() }
+
+// Update runs fn in a read-write transaction; fn's error rolls it back.
+func (db *DB) Update(fn func(*Tx) error) error {
+	return db.bolt.Update(func(btx *bolt.Tx) error { return fn(&Tx{tx: btx}) })
+}
+
+// View runs fn in a read-only transaction.
+func (db *DB) View(fn func(*Tx) error) error {
+	return db.bolt.View(func(btx *bolt.Tx) error { return fn(&Tx{tx: btx}) })
+}
+
+// Tx is a transaction with typed accessors.
+type Tx struct {
+	tx *bolt.Tx
+}
+
+func (tx *Tx) bucket(name []byte) (*bolt.Bucket, error) {
+	b := tx.tx.Bucket(name)
+	if b == nil {
+		return nil, fmt.Errorf("bucket %s missing", name)
+	}
+	return b, nil
+}
+
+// getJSON decodes the value at key into v; found is false when absent.
+// A value that does not decode is an error, never "absent": callers on the
+// guard path must fail closed on damage.
+func (tx *Tx) getJSON(bucket, key []byte, v any) (found bool, err error) {
+	b, err := tx.bucket(bucket)
+	if err != nil {
+		return false, err
+	}
+	raw := b.Get(key)
+	if raw == nil {
+		return false, nil
+	}
+	if err := json.Unmarshal(raw, v); err != nil {
+		return false, fmt.Errorf("decode %s/%s: %w", bucket, key, err)
+	}
+	return true, nil
+}
+
+func (tx *Tx) putJSON(bucket, key []byte, v any) error {
+	b, err := tx.bucket(bucket)
+	if err != nil {
+		return err
+	}
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return b.Put(key, raw)
+}
+
+func (tx *Tx) delete(bucket, key []byte) error {
+	b, err := tx.bucket(bucket)
+	if err != nil {
+		return err
+	}
+	return b.Delete(key)
+}
+
+func u64(n uint64) []byte { return binary.BigEndian.AppendUint64(nil, n) }
+
+func fromU64(b []byte) uint64 { return binary.BigEndian.Uint64(b) }
