@@ -7,6 +7,7 @@ package gateways
 
 import (
 	"context"
+	"errors"
 	"time"
 )
 
@@ -92,3 +93,7 @@ type Info struct {
 type PairLinker interface {
 	PairLink(code string) string
 }
+
+// ErrUnauthorized is wrapped by Gateway.Start when the platform rejects the
+// credentials: retrying cannot help, so the daemon stops with a clear error.
+var ErrUnauthorized = errors.New("the platform rejected the bot token")

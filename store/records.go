@@ -110,3 +110,22 @@ func (tx *Tx) Counter(gateway, name string) (uint64, error) {
 	}
 	return 0, nil
 }
+
+// BotName returns the bot user name a gateway last reported, so a pairing
+// link can be printed while no daemon runs.
+func (tx *Tx) BotName(gateway string) (string, error) {
+	b, err := tx.bucket(bucketBots)
+	if err != nil {
+		return "", err
+	}
+	return string(b.Get([]byte(gateway))), nil
+}
+
+// SetBotName records the gateway's bot user name.
+func (tx *Tx) SetBotName(gateway, name string) error {
+	b, err := tx.bucket(bucketBots)
+	if err != nil {
+		return err
+	}
+	return b.Put([]byte(gateway), []byte(name))
+}

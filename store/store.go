@@ -34,9 +34,10 @@ var (
 	bucketInbox    = []byte("inbox")
 	bucketCounters = []byte("counters")
 	bucketAudit    = []byte("audit")
+	bucketBots     = []byte("bots")
 
 	allBuckets = [][]byte{bucketMeta, bucketLatches, bucketPending, bucketCursors,
-		bucketInbox, bucketCounters, bucketAudit}
+		bucketInbox, bucketCounters, bucketAudit, bucketBots}
 
 	keySchema = []byte("schema")
 )

@@ -1,0 +1,78 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+
+	"github.com/latchd/latch/config"
+	"github.com/latchd/latch/daemon"
+)
+
+// Exit codes scripts can branch on.
+const (
+	exitOK        = 0
+	exitError     = 1
+	exitNotRunner = 3  // status: the daemon did not answer (LSB "not running")
+	exitConfig    = 78 // EX_CONFIG: fix the configuration; restarting will not help
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+// exitError carries a specific exit code through cobra.
+type codeError struct {
+	code int
+	err  error
+}
+
+func (e *codeError) Error() string { return e.err.Error() }
+func (e *codeError) Unwrap() error { return e.err }
+
+// Main runs the CLI with args and returns the process exit code.
+func Main(args []string, stdout, stderr io.Writer) int {
+	root := newRoot()
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	err := root.Execute()
+	if err == nil {
+		return exitOK
+	}
+	var ce *codeError
+	if errors.As(err, &ce) {
+		if ce.err != nil {
+			fmt.Fprintln(stderr, "latch:", ce.err)
+		}
+		return ce.code
+	}
+	fmt.Fprintln(stderr, "latch:", err)
+	if errors.Is(err, daemon.ErrConfig) || errors.Is(err, config.ErrInsecure) {
+		return exitConfig
+	}
+	return exitError
+}
+
+func newRoot() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "latch",
+		Short: "Text a local agent from your chats, latched to one chat by a one-shot code",
+		Long: "latch is a daemon that lets its owner run commands on this machine from one\n" +
+			"Telegram chat. The chat is latched by a pairing code minted on this machine.",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.AddCommand(newInitCmd(), newRunCmd(), newPairCmd(), newUnpairCmd(), newStatusCmd(), newVersionCmd())
+	return root
+}
+
+// loadConfig resolves $LATCH_HOME and loads its configuration.
+func loadConfig() (*config.Config, error) {
+	home, err := config.HomeDir()
+	if err != nil {
+		return nil, err
+	}
+	return config.Load(home)
+}

@@ -1,0 +1,70 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/latchd/latch/config"
+	"github.com/latchd/latch/daemon"
+)
+
+func newRunCmd() *cobra.Command {
+	var logFormat, logLevel string
+	cmd := &cobra.Command{
+		Use:   "run",
+		Short: "Run the daemon in the foreground",
+		Long: "run starts the configured gateways and the local control socket\n" +
+			"($LATCH_HOME/latch.sock). SIGINT or SIGTERM stop it cleanly.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			// A first run sets up $LATCH_HOME itself; init never overwrites.
+			home, err := config.HomeDir()
+			if err != nil {
+				return err
+			}
+			if _, err := config.Init(home); err != nil {
+				return err
+			}
+			cfg, err := config.Load(home)
+			if err != nil {
+				return fmt.Errorf("%w: %w", daemon.ErrConfig, err)
+			}
+			log, err := newLogger(cmd.ErrOrStderr(), logFormat, logLevel, cfg.Telegram.Token)
+			if err != nil {
+				return err
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return daemon.New(cfg, log, version).Run(ctx)
+		},
+	}
+	cmd.Flags().StringVar(&logFormat, "log-format", "text", "log format: text or json")
+	cmd.Flags().StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	return cmd
+}
+
+// newLogger builds the daemon's logger, writing to w, with the given
+// secrets scrubbed from every line.
+func newLogger(w io.Writer, format, level string, secrets ...string) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	var h slog.Handler
+	switch format {
+	case "text":
+		h = slog.NewTextHandler(w, opts)
+	case "json":
+		h = slog.NewJSONHandler(w, opts)
+	default:
+		return nil, fmt.Errorf("--log-format %q: want text or json", format)
+	}
+	return slog.New(daemon.Redact(h, secrets...)), nil
+}

@@ -1,0 +1,58 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/latchd/latch/config"
+	"github.com/latchd/latch/control"
+	"github.com/latchd/latch/pairing"
+	"github.com/latchd/latch/store"
+)
+
+func newUnpairCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "unpair <gateway>",
+		Short: "Remove a gateway's latch; the old chat is told, best effort",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cfg, err := loadConfig()
+			if err != nil {
+				return err
+			}
+			gateway := args[0]
+			err = control.NewClient(config.SocketPath(cfg.Home)).Unpair(cmd.Context(), gateway)
+			if errors.Is(err, control.ErrNoDaemon) {
+				err = unpairOffline(cfg, gateway)
+			}
+			if errors.Is(err, control.ErrNotLatched) {
+				fmt.Fprintf(cmd.OutOrStdout(), "%s was not paired.\n", gateway)
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s unpaired. Mint a new code with `latch pair %s`.\n", gateway, gateway)
+			return nil
+		},
+	}
+}
+
+// unpairOffline removes the latch in the store directly; with no daemon
+// there is nobody to tell the old chat.
+func unpairOffline(cfg *config.Config, gateway string) error {
+	_, err := withStore(cfg, func(db *store.DB, p *pairing.Pairer) (struct{}, error) {
+		var old *store.Latch
+		err := db.Update(func(tx *store.Tx) (err error) {
+			old, err = p.Unpair(tx, gateway)
+			return err
+		})
+		if err == nil && old == nil {
+			err = control.ErrNotLatched
+		}
+		return struct{}{}, err
+	})
+	return err
+}

@@ -1,0 +1,173 @@
+package config
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestHomeDir(t *testing.T) {
+	cwd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name    string
+		env     string // LATCH_HOME
+		noHome  bool   // the user's home directory cannot be found
+		want    string // $USER is the user's home
+		wantErr string
+	}{
+		{name: "default", want: "$USER/.latch"},
+		{name: "absolute", env: "/srv/latch/", want: "/srv/latch"},
+		{name: "relative", env: "state/latch", want: filepath.Join(cwd, "state/latch")},
+		{name: "tilde", env: "~/.config/latch", want: "$USER/.config/latch"},
+		{name: "tilde alone", env: "~", want: "$USER"},
+		{name: "tilde user", env: "~bob/latch", wantErr: `LATCH_HOME: "~bob/latch": only ~/ is supported`},
+		{name: "no user home", noHome: true, wantErr: "find your home directory: no HOME (or set LATCH_HOME)"},
+		{name: "no user home but LATCH_HOME", env: "/srv/latch", noHome: true, want: "/srv/latch"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			userHome := t.TempDir()
+			l := Loader{
+				Getenv: func(k string) string {
+					if k == EnvHome {
+						return tt.env
+					}
+					return ""
+				},
+				UserHomeDir: func() (string, error) {
+					if tt.noHome {
+						return "", errors.New("no HOME")
+					}
+					return userHome, nil
+				},
+			}
+			got, err := l.HomeDir()
+			if tt.wantErr != "" {
+				checkErr(t, err, []string{tt.wantErr})
+				return
+			}
+			checkErr(t, err, nil)
+			if want := strings.ReplaceAll(tt.want, "$USER", userHome); got != want {
+				t.Errorf("HomeDir() = %q, want %q", got, want)
+			}
+		})
+	}
+}
+
+func TestPaths(t *testing.T) {
+	if got, want := SocketPath("/h"), "/h/latch.sock"; got != want {
+		t.Errorf("SocketPath = %q, want %q", got, want)
+	}
+	if got, want := DBPath("/h"), "/h/latch.db"; got != want {
+		t.Errorf("DBPath = %q, want %q", got, want)
+	}
+}
+
+func TestEnabled(t *testing.T) {
+	if (TelegramConfig{}).Enabled() {
+		t.Error("Enabled() without a token = true, want false")
+	}
+	if !(TelegramConfig{Token: "1:a"}).Enabled() {
+		t.Error("Enabled() with a token = false, want true")
+	}
+}
+
+// TestConfigPrintingHidesToken covers the ways a config typically ends up in
+// a log: fmt verbs and slog's text and JSON handlers.
+func TestConfigPrintingHidesToken(t *testing.T) {
+	cfg := &Config{Home: "/h", Telegram: TelegramConfig{Token: testToken, TokenSource: SourceEnv, APIURL: "https://x"}}
+	var outs []string
+	for _, verb := range []string{"%v", "%+v", "%#v", "%s"} {
+		outs = append(outs, fmt.Sprintf(verb, cfg), fmt.Sprintf(verb, *cfg), fmt.Sprintf(verb, cfg.Telegram))
+	}
+	var buf bytes.Buffer
+	slog.New(slog.NewTextHandler(&buf, nil)).Info("x", "cfg", cfg, "tg", cfg.Telegram)
+	slog.New(slog.NewJSONHandler(&buf, nil)).Info("x", "cfg", cfg, "tg", cfg.Telegram)
+	if !strings.Contains(buf.String(), "tg.token=[redacted] tg.token_source=LATCH_TELEGRAM_TOKEN") {
+		t.Errorf("slog text output lacks the structured telegram fields:\n%s", buf.String())
+	}
+	outs = append(outs, buf.String())
+	js, err := json.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	outs = append(outs, string(js))
+	for _, out := range outs {
+		if strings.Contains(out, testToken[10:]) {
+			t.Errorf("output contains the token: %s", out)
+		}
+	}
+	if s := cfg.Telegram.String(); !strings.Contains(s, "Token:[redacted]") || !strings.Contains(s, `APIURL:"https://x"`) {
+		t.Errorf("String() = %s, want the token redacted and the rest shown", s)
+	}
+}
+
+// TestTemplateDocumentsEveryKey checks that the config.toml Init writes
+// names every key of the schema with its default value, commented out.
+func TestTemplateDocumentsEveryKey(t *testing.T) {
+	var tagged []string
+	var walk func(prefix string, typ reflect.Type)
+	walk = func(prefix string, typ reflect.Type) {
+		for f := range typ.Fields() {
+			k := prefix + f.Tag.Get("toml")
+			tagged = append(tagged, k)
+			if f.Type.Kind() == reflect.Struct {
+				walk(k+".", f.Type)
+			}
+		}
+	}
+	walk("", reflect.TypeFor[fileConfig]())
+	slices.Sort(tagged)
+	schema := slices.Sorted(slices.Values(schemaKeys))
+	if !slices.Equal(tagged, schema) {
+		t.Fatalf("schemaKeys %q do not match fileConfig %q", schema, tagged)
+	}
+
+	// Uncomment every "# key = value" line.
+	setting := regexp.MustCompile(`(?m)^# ([a-z_]+ = .*)$`)
+	var inTemplate []string
+	table := ""
+	for line := range strings.Lines(string(template)) {
+		line = strings.TrimSpace(line)
+		if strings.HasPrefix(line, "[") {
+			table = strings.Trim(line, "[]")
+			inTemplate = append(inTemplate, table)
+		} else if m := setting.FindStringSubmatch(line); m != nil {
+			inTemplate = append(inTemplate, table+"."+strings.Fields(m[1])[0])
+		} else if line != "" && !strings.HasPrefix(line, "#") {
+			t.Errorf("template line %q is neither a table, a comment nor blank", line)
+		}
+	}
+	slices.Sort(inTemplate)
+	if !slices.Equal(inTemplate, schema) {
+		t.Errorf("template documents %q, want every key of %q", inTemplate, schema)
+	}
+
+	// With every line uncommented the template still means the defaults.
+	h := newHome(t)
+	writeFile(t, filepath.Join(h, "config.toml"), setting.ReplaceAllString(string(template), "$1"), 0o600)
+	got, err := testLoader(t, nil).Load(h)
+	checkErr(t, err, nil)
+	want, err := testLoader(t, nil).Load(newHome(t))
+	checkErr(t, err, nil)
+	want.Home, want.Path = got.Home, got.Path
+	want.Agent.Workspace = filepath.Join(h, "workspace")
+	if *got != *want {
+		t.Errorf("uncommented template loads as\n%+v\nwant the defaults\n%+v", got, want)
+	}
+	if !strings.Contains(string(template), "0600") {
+		t.Error("template lacks the note about mode 0600")
+	}
+}

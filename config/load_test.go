@@ -1,0 +1,537 @@
+package config
+
+import (
+	"cmp"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestLoad(t *testing.T) {
+	const home = "$HOME" // replaced by the test's home in paths and wants
+	defaults := func(h string) Config {
+		return Config{
+			Home: h, Path: filepath.Join(h, "config.toml"),
+			Telegram: TelegramConfig{APIURL: "https://api.telegram.org"},
+			Agent:    AgentConfig{Workspace: filepath.Join(h, "workspace"), BashTimeout: time.Minute},
+		}
+	}
+	type file struct {
+		name, content string
+		mode          os.FileMode
+	}
+	tests := []struct {
+		name    string
+		config  *file // nil: no config.toml
+		files   []file
+		env     map[string]string
+		want    func(c *Config) // edits the defaults into what Load must return
+		wantErr []string        // substrings; $HOME is replaced
+		notErr  []string        // substrings the error must not have
+	}{
+		{name: "no config file", want: func(*Config) {}},
+		{name: "empty config file", config: &file{content: "", mode: 0o600}, want: func(*Config) {}},
+		{name: "template", config: &file{content: string(template), mode: 0o600}, want: func(*Config) {}},
+		{
+			name: "every key",
+			config: &file{mode: 0o600, content: `
+[telegram]
+token = "` + testToken + `"
+api_url = "http://127.0.0.1:8081/"
+allow_groups = true
+[agent]
+workspace = "/srv/work"
+bash_timeout = "5m"
+`},
+			want: func(c *Config) {
+				c.Telegram = TelegramConfig{Token: testToken, TokenSource: SourceConfig,
+					APIURL: "http://127.0.0.1:8081", AllowGroups: true}
+				c.Agent = AgentConfig{Workspace: "/srv/work", BashTimeout: 5 * time.Minute}
+			},
+		},
+		{
+			name:   "token is trimmed",
+			config: &file{content: "[telegram]\ntoken = \"  " + testToken + "\\n\"\n", mode: 0o600},
+			want: func(c *Config) {
+				c.Telegram.Token, c.Telegram.TokenSource = testToken, SourceConfig
+			},
+		},
+		{
+			name:   "env token wins over config token",
+			config: &file{content: "[telegram]\ntoken = \"1:file\"\n", mode: 0o600},
+			env:    map[string]string{EnvTelegramToken: "2:env"},
+			want:   func(c *Config) { c.Telegram.Token, c.Telegram.TokenSource = "2:env", SourceEnv },
+		},
+		{
+			name:   "env token wins over token_file, which is then not read",
+			config: &file{content: "[telegram]\ntoken_file = \"missing\"\n", mode: 0o600},
+			env:    map[string]string{EnvTelegramToken: "2:env"},
+			want: func(c *Config) {
+				c.Telegram.Token, c.Telegram.TokenSource = "2:env", SourceEnv
+				c.Telegram.TokenFile = filepath.Join(home, "missing")
+			},
+		},
+		{
+			name: "env token without config file",
+			env:  map[string]string{EnvTelegramToken: testToken},
+			want: func(c *Config) { c.Telegram.Token, c.Telegram.TokenSource = testToken, SourceEnv },
+		},
+		{
+			name:    "env token of whitespace",
+			env:     map[string]string{EnvTelegramToken: " \t"},
+			wantErr: []string{"LATCH_TELEGRAM_TOKEN: is only whitespace"},
+		},
+		{
+			name:   "env api url wins over config",
+			config: &file{content: "[telegram]\napi_url = \"https://file.example\"\n", mode: 0o600},
+			env:    map[string]string{EnvTelegramAPIURL: "http://localhost:9000/"},
+			want:   func(c *Config) { c.Telegram.APIURL = "http://localhost:9000" },
+		},
+		{
+			name:   "relative token_file is relative to home, content trimmed",
+			config: &file{content: "[telegram]\ntoken_file = \"tok/bot\"\n", mode: 0o644},
+			files:  []file{{name: "tok/bot", content: "\n " + testToken + " \n", mode: 0o600}},
+			want: func(c *Config) {
+				c.Telegram.Token, c.Telegram.TokenSource = testToken, SourceTokenFile
+				c.Telegram.TokenFile = filepath.Join(home, "tok/bot")
+			},
+		},
+		{
+			name:    "empty token_file",
+			config:  &file{content: "[telegram]\ntoken_file = \"bot\"\n", mode: 0o600},
+			files:   []file{{name: "bot", content: " \n\t", mode: 0o600}},
+			wantErr: []string{"token file $HOME/bot is empty"},
+		},
+		{
+			name:    "group-readable token_file",
+			config:  &file{content: "[telegram]\ntoken_file = \"bot\"\n", mode: 0o600},
+			files:   []file{{name: "bot", content: testToken, mode: 0o640}},
+			wantErr: []string{"token file $HOME/bot", "mode 0640", "chmod 600 $HOME/bot"},
+		},
+		{
+			name:    "world-readable token_file",
+			config:  &file{content: "[telegram]\ntoken_file = \"bot\"\n", mode: 0o600},
+			files:   []file{{name: "bot", content: testToken, mode: 0o604}},
+			wantErr: []string{"mode 0604", "chmod 600 $HOME/bot"},
+		},
+		{
+			name:    "missing token_file",
+			config:  &file{content: "[telegram]\ntoken_file = \"nope\"\n", mode: 0o600},
+			wantErr: []string{"telegram.token_file", "$HOME/nope", "no such file"},
+		},
+		{
+			name:    "token and token_file",
+			config:  &file{content: "[telegram]\ntoken = \"1:a\"\ntoken_file = \"bot\"\n", mode: 0o600},
+			wantErr: []string{"$HOME/config.toml: telegram.token: token and token_file are both set"},
+		},
+		{
+			name:    "unknown key",
+			config:  &file{content: "[telegram]\nallow_group = true\n", mode: 0o600},
+			wantErr: []string{`$HOME/config.toml: unknown key "telegram.allow_group" (did you mean "telegram.allow_groups"?)`},
+		},
+		{
+			name:    "unknown table reported once",
+			config:  &file{content: "[discrod]\ntoken = \"x\"\nfoo = 1\n", mode: 0o600},
+			wantErr: []string{`$HOME/config.toml: unknown key "discrod"`},
+			notErr:  []string{"discrod.token", "foo"},
+		},
+		{
+			name:    "several unknown keys",
+			config:  &file{content: "verbose = true\n[agent]\nbash-timeout = \"1s\"\n", mode: 0o600},
+			wantErr: []string{`unknown keys "verbose", "agent.bash-timeout" (did you mean "agent.bash_timeout"?)`},
+		},
+		{
+			// The decoder itself would fill Token from "Token".
+			name:    "key spelt in another case",
+			config:  &file{content: "[telegram]\nAllow_Groups = true\n", mode: 0o600},
+			wantErr: []string{`unknown key "telegram.Allow_Groups" (did you mean "telegram.allow_groups"?)`},
+		},
+		{
+			name:    "key with a dot in quotes",
+			config:  &file{content: "\"telegram.allow_groups\" = true\n", mode: 0o600},
+			wantErr: []string{`unknown key "telegram.allow_groups"`},
+		},
+		{
+			name:    "bool as string",
+			config:  &file{content: "[telegram]\nallow_groups = \"yes\"\n", mode: 0o600},
+			wantErr: []string{"$HOME/config.toml: line 2", `"telegram.allow_groups"`, "type string", "boolean"},
+		},
+		{
+			name:    "duration as integer",
+			config:  &file{content: "[agent]\n\nbash_timeout = 60\n", mode: 0o600},
+			wantErr: []string{"line 3", `"agent.bash_timeout"`, `duration string such as "60s"`},
+		},
+		{
+			name:    "table as value",
+			config:  &file{content: "telegram = 1\n", mode: 0o600},
+			wantErr: []string{"line 1", `"telegram"`, "expected a table but found int64"},
+		},
+		{
+			name:    "syntax error",
+			config:  &file{content: "[agent]\nworkspace = \"x\"\nbash_timeout = \n", mode: 0o600},
+			wantErr: []string{"$HOME/config.toml: line 3, column", `(last key "agent.bash_timeout")`},
+		},
+		{
+			name:    "url without scheme",
+			config:  &file{content: "[telegram]\napi_url = \"api.telegram.org\"\n", mode: 0o600},
+			wantErr: []string{"$HOME/config.toml: telegram.api_url:", "absolute http:// or https://"},
+		},
+		{
+			name:    "url with another scheme",
+			config:  &file{content: "[telegram]\napi_url = \"ftp://api.telegram.org\"\n", mode: 0o600},
+			wantErr: []string{"telegram.api_url:", "absolute http:// or https://"},
+		},
+		{
+			name:    "url without host",
+			config:  &file{content: "[telegram]\napi_url = \"https:///bot\"\n", mode: 0o600},
+			wantErr: []string{"telegram.api_url:", "no host"},
+		},
+		{
+			name:    "url with query",
+			config:  &file{content: "[telegram]\napi_url = \"https://h.example/?a=1\"\n", mode: 0o600},
+			wantErr: []string{"telegram.api_url:", "query or fragment"},
+		},
+		{
+			name:    "url with password",
+			config:  &file{content: "[telegram]\napi_url = \"https://u:hunter22@h.example\"\n", mode: 0o600},
+			wantErr: []string{"telegram.api_url:", "user name or password"},
+		},
+		{
+			name:    "unparsable url",
+			config:  &file{content: "[telegram]\napi_url = \"http://h:port\"\n", mode: 0o600},
+			wantErr: []string{"telegram.api_url:", "not a valid URL"},
+		},
+		{
+			name:    "bad env url",
+			env:     map[string]string{EnvTelegramAPIURL: "localhost:8081"},
+			wantErr: []string{"LATCH_TELEGRAM_API_URL:", "absolute http:// or https://"},
+		},
+		{
+			name:    "duration without unit",
+			config:  &file{content: "[agent]\nbash_timeout = \"60\"\n", mode: 0o600},
+			wantErr: []string{`agent.bash_timeout: "60" is not a duration`},
+		},
+		{
+			name:    "zero duration",
+			config:  &file{content: "[agent]\nbash_timeout = \"0s\"\n", mode: 0o600},
+			wantErr: []string{`agent.bash_timeout: "0s" must be positive`},
+		},
+		{
+			name:    "negative duration",
+			config:  &file{content: "[agent]\nbash_timeout = \"-1s\"\n", mode: 0o600},
+			wantErr: []string{"must be positive"},
+		},
+		{
+			name:    "duration over a day",
+			config:  &file{content: "[agent]\nbash_timeout = \"24h1s\"\n", mode: 0o600},
+			wantErr: []string{"longer than the maximum, 24h0m0s"},
+		},
+		{
+			name:   "duration of a day",
+			config: &file{content: "[agent]\nbash_timeout = \"24h\"\n", mode: 0o600},
+			want:   func(c *Config) { c.Agent.BashTimeout = 24 * time.Hour },
+		},
+		{
+			name:   "relative workspace",
+			config: &file{content: "[agent]\nworkspace = \"w/../work\"\n", mode: 0o600},
+			want:   func(c *Config) { c.Agent.Workspace = filepath.Join(home, "work") },
+		},
+		{
+			name:   "workspace in user home",
+			config: &file{content: "[agent]\nworkspace = \"~/src\"\n", mode: 0o600},
+			want:   func(c *Config) { c.Agent.Workspace = "$USER/src" },
+		},
+		{
+			name:    "workspace of another user",
+			config:  &file{content: "[agent]\nworkspace = \"~bob/src\"\n", mode: 0o600},
+			wantErr: []string{"agent.workspace:", "only ~/ is supported"},
+		},
+		{
+			name:    "workspace is home",
+			config:  &file{content: "[agent]\nworkspace = \".\"\n", mode: 0o600},
+			wantErr: []string{"agent.workspace: must not be the latch home directory"},
+		},
+		{
+			name:   "token_file in user home",
+			config: &file{content: "[telegram]\ntoken_file = \"~/bot\"\n", mode: 0o600},
+			files:  []file{{name: "$USER/bot", content: testToken, mode: 0o400}},
+			want: func(c *Config) {
+				c.Telegram.Token, c.Telegram.TokenSource = testToken, SourceTokenFile
+				c.Telegram.TokenFile = "$USER/bot"
+			},
+		},
+		{
+			name:    "token with a space",
+			config:  &file{content: "[telegram]\ntoken = \"123:abc def\"\n", mode: 0o600},
+			wantErr: []string{"$HOME/config.toml: telegram.token: has a character", "the value is not shown"},
+		},
+		{
+			name:    "token with a slash from the environment",
+			env:     map[string]string{EnvTelegramToken: "123:abc/../x"},
+			wantErr: []string{"LATCH_TELEGRAM_TOKEN: has a character", "the value is not shown"},
+		},
+		{
+			name:    "all validation errors at once",
+			config:  &file{content: "[telegram]\napi_url = \"x\"\n[agent]\nbash_timeout = \"0s\"\n", mode: 0o600},
+			wantErr: []string{"telegram.api_url:", "agent.bash_timeout:"},
+		},
+
+		// Permissions of config.toml.
+		{
+			name:   "private config with token",
+			config: &file{content: "[telegram]\ntoken = \"" + testToken + "\"\n", mode: 0o600},
+			want:   func(c *Config) { c.Telegram.Token, c.Telegram.TokenSource = testToken, SourceConfig },
+		},
+		{
+			name:   "read-only config with token",
+			config: &file{content: "[telegram]\ntoken = \"" + testToken + "\"\n", mode: 0o400},
+			want:   func(c *Config) { c.Telegram.Token, c.Telegram.TokenSource = testToken, SourceConfig },
+		},
+		{
+			name:    "world-readable config with token",
+			config:  &file{content: "[telegram]\ntoken = \"" + testToken + "\"\n", mode: 0o644},
+			wantErr: []string{"$HOME/config.toml holds telegram.token", "mode 0644", "chmod 600 $HOME/config.toml"},
+		},
+		{
+			name:    "group-readable config with token",
+			config:  &file{content: "[telegram]\ntoken = \"" + testToken + "\"\n", mode: 0o640},
+			wantErr: []string{"mode 0640", "chmod 600 $HOME/config.toml"},
+		},
+		{
+			name:    "world-readable config with empty token key",
+			config:  &file{content: "[telegram]\ntoken = \"\"\n", mode: 0o604},
+			wantErr: []string{"holds telegram.token", "chmod 600 $HOME/config.toml"},
+		},
+		{
+			name:    "world-readable config with token in another case",
+			config:  &file{content: "[Telegram]\nTOKEN = \"" + testToken + "\"\n", mode: 0o644},
+			wantErr: []string{"holds telegram.token", "chmod 600 $HOME/config.toml"},
+		},
+		{
+			name:    "world-readable config with token and a type error",
+			config:  &file{content: "[telegram]\ntoken = \"" + testToken + "\"\nallow_groups = 1\n", mode: 0o644},
+			wantErr: []string{"holds telegram.token", "chmod 600 $HOME/config.toml"},
+		},
+		{
+			name:   "world-readable config without token",
+			config: &file{content: "[telegram]\nallow_groups = true\n", mode: 0o644},
+			env:    map[string]string{EnvTelegramToken: testToken},
+			want: func(c *Config) {
+				c.Telegram.AllowGroups = true
+				c.Telegram.Token, c.Telegram.TokenSource = testToken, SourceEnv
+			},
+		},
+		{
+			name:    "group-writable config without token",
+			config:  &file{content: "[telegram]\nallow_groups = true\n", mode: 0o660},
+			wantErr: []string{"can be changed by other users", "mode 0660", "chmod 600 $HOME/config.toml"},
+		},
+		{
+			name:    "world-writable config without token",
+			config:  &file{content: "", mode: 0o602},
+			wantErr: []string{"can be changed by other users", "chmod 600 $HOME/config.toml"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHome(t)
+			l := testLoader(t, tt.env)
+			userHome, _ := l.UserHomeDir()
+			expand := func(s string) string {
+				s = strings.ReplaceAll(s, "$USER", userHome)
+				return strings.ReplaceAll(s, home, h)
+			}
+			for _, f := range tt.files {
+				p := expand(f.name)
+				if !filepath.IsAbs(p) {
+					p = filepath.Join(h, p)
+				}
+				if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+					t.Fatal(err)
+				}
+				writeFile(t, p, f.content, f.mode)
+			}
+			if tt.config != nil {
+				writeFile(t, filepath.Join(h, "config.toml"), tt.config.content, tt.config.mode)
+			}
+
+			got, err := l.Load(h)
+			var want []string
+			for _, w := range tt.wantErr {
+				want = append(want, expand(w))
+			}
+			checkErr(t, err, want)
+			if err != nil {
+				for _, n := range tt.notErr {
+					if strings.Contains(err.Error(), n) {
+						t.Errorf("error %q contains %q", err, n)
+					}
+				}
+				if strings.Contains(err.Error(), testToken[10:]) {
+					t.Errorf("error %q contains the token", err)
+				}
+				return
+			}
+			wantCfg := defaults(h)
+			tt.want(&wantCfg)
+			wantCfg.Telegram.TokenFile = expand(wantCfg.Telegram.TokenFile)
+			wantCfg.Agent.Workspace = expand(wantCfg.Agent.Workspace)
+			if *got != wantCfg {
+				t.Errorf("Load:\n got %+v %+v\nwant %+v %+v", got.Telegram, got.Agent, wantCfg.Telegram, wantCfg.Agent)
+				if got.Telegram.Token != wantCfg.Telegram.Token {
+					t.Errorf("tokens differ (values not shown)")
+				}
+				if got.Home != wantCfg.Home || got.Path != wantCfg.Path {
+					t.Errorf("got home %q path %q, want %q %q", got.Home, got.Path, wantCfg.Home, wantCfg.Path)
+				}
+			}
+		})
+	}
+}
+
+// TestLoadInsecureIsErrInsecure checks that permission refusals can be told
+// apart from other errors.
+func TestLoadInsecureIsErrInsecure(t *testing.T) {
+	h := newHome(t)
+	writeFile(t, filepath.Join(h, "config.toml"), "[telegram]\ntoken = \""+testToken+"\"\n", 0o644)
+	_, err := testLoader(t, nil).Load(h)
+	if !errors.Is(err, ErrInsecure) {
+		t.Errorf("got %v, want an ErrInsecure", err)
+	}
+}
+
+func TestLoadConfigOfAnotherUser(t *testing.T) {
+	h := newHome(t)
+	p := filepath.Join(h, "config.toml")
+	writeFile(t, p, "", 0o600)
+	chownOther(t, p)
+	_, err := testLoader(t, nil).Load(h)
+	checkErr(t, err, []string{p + " is owned by uid 4242"})
+	if !errors.Is(err, ErrInsecure) {
+		t.Errorf("got %v, want an ErrInsecure", err)
+	}
+}
+
+func TestLoadTokenFileOfAnotherUser(t *testing.T) {
+	h := newHome(t)
+	writeFile(t, filepath.Join(h, "config.toml"), "[telegram]\ntoken_file = \"bot\"\n", 0o600)
+	p := filepath.Join(h, "bot")
+	writeFile(t, p, testToken, 0o600)
+	chownOther(t, p)
+	_, err := testLoader(t, nil).Load(h)
+	checkErr(t, err, []string{p + " is owned by uid 4242"})
+}
+
+func TestLoadConfigSymlinks(t *testing.T) {
+	t.Run("to a private file", func(t *testing.T) {
+		h := newHome(t)
+		target := filepath.Join(t.TempDir(), "real.toml")
+		writeFile(t, target, "[telegram]\ntoken = \""+testToken+"\"\n", 0o600)
+		if err := os.Symlink(target, filepath.Join(h, "config.toml")); err != nil {
+			t.Fatal(err)
+		}
+		got, err := testLoader(t, nil).Load(h)
+		checkErr(t, err, nil)
+		if got.Telegram.Token != testToken {
+			t.Errorf("token not read through the symlink")
+		}
+	})
+	t.Run("to a readable file, judged by the target", func(t *testing.T) {
+		h := newHome(t)
+		target := filepath.Join(t.TempDir(), "real.toml")
+		writeFile(t, target, "[telegram]\ntoken = \""+testToken+"\"\n", 0o644)
+		if err := os.Symlink(target, filepath.Join(h, "config.toml")); err != nil {
+			t.Fatal(err)
+		}
+		_, err := testLoader(t, nil).Load(h)
+		checkErr(t, err, []string{"holds telegram.token", "mode 0644"})
+	})
+	t.Run("dangling", func(t *testing.T) {
+		h := newHome(t)
+		if err := os.Symlink(filepath.Join(h, "gone"), filepath.Join(h, "config.toml")); err != nil {
+			t.Fatal(err)
+		}
+		_, err := testLoader(t, nil).Load(h)
+		checkErr(t, err, []string{"config.toml is a symbolic link to a missing file"})
+	})
+	t.Run("directory", func(t *testing.T) {
+		h := newHome(t)
+		if err := os.Mkdir(filepath.Join(h, "config.toml"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		_, err := testLoader(t, nil).Load(h)
+		checkErr(t, err, []string{"config.toml is not a regular file"})
+	})
+}
+
+func TestLoadRelativeHome(t *testing.T) {
+	h := newHome(t)
+	t.Chdir(filepath.Dir(h))
+	got, err := testLoader(t, nil).Load("latch")
+	checkErr(t, err, nil)
+	if got.Home != h || got.Agent.Workspace != filepath.Join(h, "workspace") {
+		t.Errorf("got home %q workspace %q, want both under %q", got.Home, got.Agent.Workspace, h)
+	}
+}
+
+// TestLoadErrorsNeverContainToken feeds common mistakes with a real-looking
+// token through Load and checks that no error repeats any part of it.
+func TestLoadErrorsNeverContainToken(t *testing.T) {
+	secret := testToken[strings.Index(testToken, ":")+1:]
+	cfg := func(body string) string { return "[telegram]\n" + body + "\n" }
+	tests := []struct {
+		name, config, tokenFile string
+		mode                    os.FileMode
+		env                     map[string]string
+	}{
+		{name: "unquoted token", config: cfg("token = " + testToken)},
+		{name: "unquoted secret part", config: cfg("token = " + secret)},
+		{name: "unterminated string", config: cfg(`token = "` + testToken)},
+		{name: "unterminated literal string", config: cfg(`token = '` + testToken)},
+		{name: "token on a line of its own", config: cfg(testToken)},
+		{name: "secret on a line of its own", config: cfg(secret)},
+		{name: "secret as a key", config: cfg(secret + " = 1")},
+		{name: "token with colon as key", config: cfg(testToken + " = 1")},
+		{name: "numeric token out of range", config: cfg("token = 12345678901234567890123456789")},
+		{name: "token with leading zero", config: cfg("token = 0123456789012345678")},
+		{name: "token after a float", config: cfg("token = 1.5" + secret)},
+		{name: "bad escape", config: cfg(`token = "` + secret + `\q"`)},
+		{name: "duplicate token", config: cfg(`token = "` + testToken + `"` + "\ntoken = \"" + testToken + `"`)},
+		{name: "token in an array", config: cfg(`token = ["` + testToken + `"]`)},
+		{name: "token with a space", config: cfg(`token = "` + secret[:10] + " " + secret[10:] + `"`)},
+		{name: "token in api_url", config: cfg(`token = "` + testToken + `"` + "\napi_url = \"https://api.telegram.org/bot" + testToken + "?x\"")},
+		{name: "readable config", config: cfg(`token = "` + testToken + `"`), mode: 0o644},
+		{name: "token and token_file", config: cfg(`token = "` + testToken + `"` + "\ntoken_file = \"x\"")},
+		{name: "bad token file", config: cfg(`token_file = "bot"`), tokenFile: secret + "/x"},
+		{name: "readable token file", config: cfg(`token_file = "bot"`), tokenFile: testToken, mode: 0o644},
+		{name: "bad env token", env: map[string]string{EnvTelegramToken: testToken + "\n" + testToken}},
+		{name: "env token in env api url", env: map[string]string{
+			EnvTelegramToken: testToken, EnvTelegramAPIURL: "https://x/bot" + testToken + "?y"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHome(t)
+			m := cmp.Or(tt.mode, 0o600)
+			if tt.tokenFile != "" {
+				writeFile(t, filepath.Join(h, "bot"), tt.tokenFile, m)
+				m = 0o600
+			}
+			if tt.config != "" {
+				writeFile(t, filepath.Join(h, "config.toml"), tt.config, m)
+			}
+			_, err := testLoader(t, tt.env).Load(h)
+			if err == nil {
+				t.Fatal("got no error, want one")
+			}
+			msg := err.Error()
+			for i := 0; i+8 <= len(secret); i++ {
+				if part := secret[i : i+8]; strings.Contains(msg, part) {
+					t.Fatalf("error repeats %q of the token:\n%s", part, msg)
+				}
+			}
+		})
+	}
+}

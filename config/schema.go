@@ -1,0 +1,188 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/BurntSushi/toml"
+)
+
+// fileConfig is config.toml as written. Values stay raw here; load turns
+// them into a Config, so every validation message is written by us and can
+// choose what it repeats back.
+type fileConfig struct {
+	Telegram fileTelegram `toml:"telegram"`
+	Agent    fileAgent    `toml:"agent"`
+}
+
+type fileTelegram struct {
+	Token       string `toml:"token"`
+	TokenFile   string `toml:"token_file"`
+	APIURL      string `toml:"api_url"`
+	AllowGroups bool   `toml:"allow_groups"`
+}
+
+type fileAgent struct {
+	Workspace   string `toml:"workspace"`
+	BashTimeout string `toml:"bash_timeout"`
+}
+
+// schemaKeys lists every key config.toml may contain, tables included, as
+// toml.Key.String spells them. It must match fileConfig; a test checks.
+var schemaKeys = []string{
+	"telegram",
+	"telegram.token",
+	"telegram.token_file",
+	"telegram.api_url",
+	"telegram.allow_groups",
+	"agent",
+	"agent.workspace",
+	"agent.bash_timeout",
+}
+
+func knownKey(k string) bool {
+	for _, s := range schemaKeys {
+		if k == s {
+			return true
+		}
+	}
+	return false
+}
+
+// checkKeys refuses any key outside the schema. MetaData.Undecoded alone is
+// not enough: the decoder matches field names case-insensitively, so
+// "Token" or "[Telegram]" would be decoded yet escape checks keyed on the
+// exact spelling. Here only exact spellings pass.
+func checkKeys(path string, md toml.MetaData) error {
+	var unknown []string
+	seen := map[string]bool{}
+	for _, k := range md.Keys() {
+		// Report the outermost unknown part once: "[discrod]" rather than
+		// every key inside it.
+		for i := 1; i <= len(k); i++ {
+			s := k[:i].String()
+			if knownKey(s) {
+				continue
+			}
+			if !seen[s] {
+				seen[s] = true
+				unknown = append(unknown, describeUnknown(s))
+			}
+			break
+		}
+	}
+	switch len(unknown) {
+	case 0:
+		return nil
+	case 1:
+		return fmt.Errorf("%s: unknown key %s", path, unknown[0])
+	default:
+		return fmt.Errorf("%s: unknown keys %s", path, strings.Join(unknown, ", "))
+	}
+}
+
+func describeUnknown(k string) string {
+	// A key can be a pasted token too ("AAH…" = 1): keep long runs out.
+	q := longRun.ReplaceAllString(k, "…")
+	if !strings.ContainsAny(q, `"'`) {
+		q = fmt.Sprintf("%q", q)
+	}
+	if s := suggestKey(k); s != "" {
+		return fmt.Sprintf("%s (did you mean %q?)", q, s)
+	}
+	return q
+}
+
+// suggestKey returns the schema key closest to k if it is a likely typo.
+func suggestKey(k string) string {
+	best, bestDist := "", 3
+	for _, s := range schemaKeys {
+		if d := editDistance(strings.ToLower(k), s); d < bestDist {
+			best, bestDist = s, d
+		}
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance between two short strings.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
+var (
+	// quotedFragment matches what the TOML library quotes in its messages,
+	// which may be a piece of the input.
+	quotedFragment = regexp.MustCompile(`"(?:[^"\\]|\\.)*"|'[^']*'`)
+	// longRun matches unquoted runs that look like values (the library
+	// prints out-of-range integers bare) rather than words of its prose.
+	longRun    = regexp.MustCompile(`[A-Za-z0-9_:+-]{16,}|[0-9]{4,}`)
+	controlHex = regexp.MustCompile(`^0x[0-9a-f]{2}$`)
+	// tableMismatch matches the library's "type mismatch for
+	// config.fileTelegram: expected table but found".
+	tableMismatch = regexp.MustCompile(`type mismatch for \S+: expected table but found`)
+)
+
+// scrubTOMLMessage removes pieces of the input from a TOML library message.
+// The library echoes what it failed on ("expected value but found
+// \"AAH…\""), and the commonest mistake, a token pasted without quotes,
+// would put the token in the error. Kept: single characters, quote marks,
+// control-character codes and key names of the schema.
+func scrubTOMLMessage(msg string) string {
+	msg = quotedFragment.ReplaceAllStringFunc(msg, func(q string) string {
+		inner := q[1 : len(q)-1]
+		if utf8.RuneCountInString(inner) <= 2 || strings.Trim(inner, `"'`) == "" ||
+			controlHex.MatchString(inner) || knownKey(inner) {
+			return q
+		}
+		return q[:1] + "…" + q[len(q)-1:]
+	})
+	return longRun.ReplaceAllString(msg, "…")
+}
+
+// syntaxError reports a TOML syntax error by position, with the library's
+// message scrubbed of input. The library's error is deliberately not
+// wrapped: it may quote the input, which may be the token.
+func syntaxError(path string, pe toml.ParseError) error {
+	msg := fmt.Sprintf("%s: line %d, column %d: %s", path, pe.Position.Line, pe.Position.Col,
+		scrubTOMLMessage(pe.Message))
+	if knownKey(pe.LastKey) {
+		msg += fmt.Sprintf(" (last key %q)", pe.LastKey)
+	}
+	if strings.HasPrefix(pe.Message, "expected value but found") ||
+		strings.HasPrefix(pe.Message, "invalid datetime") {
+		msg += `; text values need double quotes, as in key = "value"`
+	}
+	return errors.New(msg)
+}
+
+// typeError reports a value of the wrong TOML type. The library's message
+// already carries the line and the key; it names types, not values, but is
+// scrubbed all the same.
+func typeError(path string, err error) error {
+	msg := scrubTOMLMessage(strings.TrimPrefix(err.Error(), "toml: "))
+	// The library names our Go type here; the user needs the TOML type.
+	msg = tableMismatch.ReplaceAllString(msg, "expected a table but found")
+	if strings.Contains(msg, `"agent.bash_timeout"`) {
+		msg += `; bash_timeout is a duration string such as "60s"`
+	}
+	return errors.New(path + ": " + msg)
+}

@@ -1,0 +1,149 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/latchd/latch/control"
+	"github.com/latchd/latch/gateways"
+	"github.com/latchd/latch/pairing"
+	"github.com/latchd/latch/store"
+)
+
+// notifyTimeout bounds best-effort messages sent on behalf of the CLI.
+const notifyTimeout = 10 * time.Second
+
+// Mint implements control.Backend.
+func (d *Daemon) Mint(ctx context.Context, req control.MintRequest) (control.MintResult, error) {
+	g := d.byName[req.Gateway]
+	if g == nil {
+		return control.MintResult{}, fmt.Errorf("%q: %w", req.Gateway, control.ErrUnknownGateway)
+	}
+	res, latch, err := MintIn(d.db, d.pairer, req.Gateway, req.TTL, linker(g))
+	if err != nil {
+		return control.MintResult{}, err
+	}
+	if latch != nil {
+		// Whoever holds the latched chat should know a code exists: if
+		// they did not mint it, something on the machine did.
+		d.announce(latch, fmt.Sprintf("🔑 A pairing code for this bot was minted on the machine at %s. "+
+			"If that was not you, run `latch unpair %s` on the machine.", time.Now().Format("15:04"), req.Gateway))
+	}
+	return res, nil
+}
+
+// MintIn mints a code for gateway in db; it serves both the daemon and the
+// CLI when no daemon runs. It also returns the current latch, if any.
+func MintIn(db *store.DB, p *pairing.Pairer, gateway string, ttl time.Duration, link func(code string) string) (control.MintResult, *store.Latch, error) {
+	var res control.MintResult
+	var latch *store.Latch
+	err := db.Update(func(tx *store.Tx) error {
+		code, expires, err := p.Mint(tx, gateway, ttl)
+		if err != nil {
+			return err
+		}
+		res = control.MintResult{Gateway: gateway, Code: pairing.Format(code), ExpiresAt: expires}
+		if link != nil {
+			res.Link = link(code)
+		}
+		latch, err = tx.Latch(gateway)
+		return err
+	})
+	return res, latch, err
+}
+
+func linker(g gateways.Gateway) func(string) string {
+	if l, ok := g.(gateways.PairLinker); ok {
+		return l.PairLink
+	}
+	return nil
+}
+
+// Unpair implements control.Backend.
+func (d *Daemon) Unpair(ctx context.Context, gateway string) error {
+	if d.byName[gateway] == nil {
+		return fmt.Errorf("%q: %w", gateway, control.ErrUnknownGateway)
+	}
+	var old *store.Latch
+	err := d.db.Update(func(tx *store.Tx) (err error) {
+		old, err = d.pairer.Unpair(tx, gateway)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if old == nil {
+		return fmt.Errorf("%q: %w", gateway, control.ErrNotLatched)
+	}
+	d.Log.Info("gateway unpaired", "gateway", gateway, "chat", old.ChatID)
+	d.announce(old, "This chat was unpaired from latch on the machine. It no longer controls anything there.")
+	return nil
+}
+
+// announce tells a latched chat something, best effort, without holding up
+// the caller.
+func (d *Daemon) announce(l *store.Latch, text string) {
+	d.bg.Go(func() {
+		ctx, cancel := context.WithTimeout(d.bgCtx, notifyTimeout)
+		defer cancel()
+		if err := d.hub.Notify(ctx, l.Gateway, l.ChatID, text); err != nil {
+			d.Log.Warn("could not notify chat", "gateway", l.Gateway, "err", err)
+		}
+	})
+}
+
+// Status implements control.Backend.
+func (d *Daemon) Status(ctx context.Context) (control.Status, error) {
+	st := control.Status{PID: os.Getpid(), Version: d.Version, StartedAt: d.started, Home: d.Config.Home}
+	err := d.db.View(func(tx *store.Tx) error {
+		for name, g := range d.byName {
+			gs, err := GatewayStatus(tx, name, time.Now())
+			if err != nil {
+				return err
+			}
+			info := g.Info()
+			gs.Configured, gs.Connected, gs.LastError = true, info.Connected, info.LastError
+			if info.BotName != "" {
+				gs.BotName = info.BotName
+			}
+			gs.Running = d.hub.Running(name)
+			st.Gateways = append(st.Gateways, gs)
+		}
+		return nil
+	})
+	return st, err
+}
+
+// GatewayStatus reads what the store knows of a gateway.
+func GatewayStatus(tx *store.Tx, name string, now time.Time) (control.GatewayStatus, error) {
+	gs := control.GatewayStatus{Name: name}
+	l, err := tx.Latch(name)
+	if err != nil {
+		return gs, err
+	}
+	if l != nil {
+		gs.Latch = &control.LatchInfo{ChatID: l.ChatID, ChatName: l.ChatName, ChatType: l.ChatType,
+			UserID: l.UserID, UserName: l.UserName, Since: l.Since}
+	}
+	p, err := tx.Pending(name)
+	if err != nil {
+		return gs, err
+	}
+	if p != nil && (p.Burned || now.Before(p.ExpiresAt)) {
+		gs.Pending = &control.PendingInfo{ExpiresAt: p.ExpiresAt, Burned: p.Burned, Attempts: p.Attempts}
+	}
+	if gs.BotName, err = tx.BotName(name); err != nil {
+		return gs, err
+	}
+	for _, c := range []struct {
+		name string
+		dst  *uint64
+	}{{gateways.CounterHandled, &gs.Handled}, {gateways.CounterStrangers, &gs.StrangersDropped}, {gateways.CounterFailed, &gs.FailedAttempts}} {
+		if *c.dst, err = tx.Counter(name, c.name); err != nil {
+			return gs, err
+		}
+	}
+	return gs, nil
+}

@@ -1,0 +1,225 @@
+// Package daemon wires latch together for `latch run`: the store, the Hub,
+// the gateways, and the local control socket. It is a package of its own,
+// not part of cmd/latch, so end-to-end tests can start the whole daemon
+// in-process (Run) and stop it (cancel the context).
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/latchd/latch/agent/tools"
+	"github.com/latchd/latch/config"
+	"github.com/latchd/latch/control"
+	"github.com/latchd/latch/gateways"
+	"github.com/latchd/latch/gateways/telegram"
+	"github.com/latchd/latch/pairing"
+	"github.com/latchd/latch/store"
+)
+
+// ErrConfig marks errors that restarting will not fix (bad config, a token
+// the platform rejects); the CLI exits with EX_CONFIG for them.
+var ErrConfig = errors.New("configuration error")
+
+// Daemon is one `latch run`.
+type Daemon struct {
+	Config  *config.Config
+	Log     *slog.Logger
+	Version string
+	// Gateways replaces the gateways built from Config; nil builds them.
+	Gateways []gateways.Gateway
+
+	ready     chan struct{}
+	readyOnce sync.Once
+	started   time.Time
+
+	// Set in Run before the control socket accepts connections.
+	db     *store.DB
+	pairer *pairing.Pairer
+	hub    *gateways.Hub
+	byName map[string]gateways.Gateway
+	// bg owns best-effort notifications; serve waits for it.
+	bg sync.WaitGroup
+	// bgCtx ends when the daemon stops.
+	bgCtx context.Context
+}
+
+// New returns a daemon for cfg.
+func New(cfg *config.Config, log *slog.Logger, version string) *Daemon {
+	return &Daemon{Config: cfg, Log: log, Version: version, ready: make(chan struct{})}
+}
+
+// Ready is closed once the store is open, the control socket listens and
+// every gateway has connected or reported why it could not.
+func (d *Daemon) Ready() <-chan struct{} {
+	d.readyOnce.Do(func() {
+		if d.ready == nil {
+			d.ready = make(chan struct{})
+		}
+	})
+	return d.ready
+}
+
+// Run runs the daemon until ctx ends. It returns nil after a clean stop.
+func (d *Daemon) Run(ctx context.Context) error {
+	d.Ready()
+	d.started = time.Now()
+	if d.Log == nil {
+		d.Log = slog.New(slog.DiscardHandler)
+	}
+	home := d.Config.Home
+	if err := config.CheckHome(home); err != nil {
+		return fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	secret, err := config.LoadSecret(home)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	pairer, err := pairing.New(secret)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	db, err := OpenStore(home)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	if err := os.MkdirAll(d.Config.Agent.Workspace, 0o700); err != nil {
+		return fmt.Errorf("workspace: %w", err)
+	}
+	d.db, d.pairer = db, pairer
+	gws := d.Gateways
+	if gws == nil {
+		gws = d.buildGateways()
+	}
+	if len(gws) == 0 {
+		d.Log.Warn("no gateway is configured; set [telegram] token in config.toml or LATCH_TELEGRAM_TOKEN")
+	}
+	d.byName = make(map[string]gateways.Gateway)
+	for _, g := range gws {
+		d.byName[g.Name()] = g
+	}
+	d.hub = gateways.NewHub(gateways.Config{
+		Store: db, Pairer: pairer, Gateways: gws, Log: d.Log,
+		AllowGroups: map[string]bool{"telegram": d.Config.Telegram.AllowGroups},
+		Shell:       d.shell,
+	})
+	ctl, err := control.Listen(config.SocketPath(home), d, d.Log)
+	if err != nil {
+		return fmt.Errorf("control socket: %w", err)
+	}
+	return d.serve(ctx, ctl, gws)
+}
+
+// OpenStore opens the database of home with a message that says what to do
+// when another daemon holds it.
+func OpenStore(home string) (*store.DB, error) {
+	db, err := store.Open(config.DBPath(home), store.Options{})
+	if errors.Is(err, store.ErrLocked) {
+		return nil, fmt.Errorf("another latch is already running with LATCH_HOME=%s (its database is locked); stop it first, or use `latch status`", home)
+	}
+	return db, err
+}
+
+// serve starts every owned goroutine and waits for all of them after ctx
+// ends.
+func (d *Daemon) serve(ctx context.Context, ctl *control.Server, gws []gateways.Gateway) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	d.bgCtx = ctx
+	defer d.bg.Wait()
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if err := ctl.Serve(ctx); err != nil {
+			d.Log.Error("control socket stopped", "err", err)
+		}
+	})
+	wg.Go(func() {
+		if err := d.hub.Run(ctx); err != nil {
+			d.Log.Error("dispatcher stopped", "err", err)
+			cancel()
+		}
+	})
+	fatal := make(chan error, len(gws))
+	var started sync.WaitGroup
+	for _, g := range gws {
+		started.Add(1)
+		wg.Go(func() { d.runGateway(ctx, g, &started, fatal) })
+	}
+	started.Wait()
+	close(d.ready)
+	d.Log.Info("latch is running", "home", d.Config.Home, "gateways", len(gws), "version", d.Version)
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-fatal:
+		cancel()
+	}
+	wg.Wait()
+	d.Log.Info("latch stopped")
+	return err
+}
+
+// runGateway starts g, retrying transient failures, then reads from it
+// until ctx ends. A rejected credential is fatal: restarting cannot fix it.
+func (d *Daemon) runGateway(ctx context.Context, g gateways.Gateway, started *sync.WaitGroup, fatal chan<- error) {
+	once := sync.OnceFunc(started.Done)
+	defer once()
+	for delay := time.Second; ; delay = min(delay*2, time.Minute) {
+		err := g.Start(ctx)
+		if err == nil {
+			break
+		}
+		if errors.Is(err, gateways.ErrUnauthorized) {
+			fatal <- fmt.Errorf("%w: %w", ErrConfig, err)
+			return
+		}
+		d.Log.Warn("gateway could not connect; retrying", "gateway", g.Name(), "err", err, "in", delay)
+		once()
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(delay):
+		}
+	}
+	if name := g.Info().BotName; name != "" {
+		err := d.db.Update(func(tx *store.Tx) error { return tx.SetBotName(g.Name(), name) })
+		if err != nil {
+			d.Log.Warn("recording bot name", "err", err)
+		}
+	}
+	d.Log.Info("gateway connected", "gateway", g.Name(), "bot", g.Info().BotName)
+	once()
+	if err := g.Run(ctx, d.hub); err != nil {
+		d.Log.Error("gateway stopped", "gateway", g.Name(), "err", err)
+	}
+}
+
+func (d *Daemon) buildGateways() []gateways.Gateway {
+	var gws []gateways.Gateway
+	if t := d.Config.Telegram; t.Enabled() {
+		gws = append(gws, telegram.New(telegram.Config{Token: t.Token, APIURL: t.APIURL}, d.Log.With("gateway", "telegram")))
+	}
+	return gws
+}
+
+// shell is the command-mode runner: bash in the workspace, in its own
+// process group, bounded in time and output.
+func (d *Daemon) shell(ctx context.Context, command string) string {
+	res, err := tools.RunBash(ctx, tools.BashOptions{
+		Dir: d.Config.Agent.Workspace, Timeout: d.Config.Agent.BashTimeout,
+	}, command)
+	if err != nil {
+		return "could not start the command: " + err.Error()
+	}
+	out := res.Output
+	if out != "" && out[len(out)-1] != '\n' {
+		out += "\n"
+	}
+	return out + "[" + res.Summary() + "]"
+}

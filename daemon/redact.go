@@ -1,0 +1,79 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+)
+
+// Redact wraps h so that none of secrets appears in a log line, whatever
+// logged it: the message and every attribute value are scrubbed. It is the
+// last line of defence; code should not log secrets in the first place.
+func Redact(h slog.Handler, secrets ...string) slog.Handler {
+	var keep []string
+	for _, s := range secrets {
+		if len(s) >= 6 { // a short "secret" would redact ordinary words
+			keep = append(keep, s)
+		}
+	}
+	if len(keep) == 0 {
+		return h
+	}
+	return &redactHandler{next: h, secrets: keep}
+}
+
+type redactHandler struct {
+	next    slog.Handler
+	secrets []string
+}
+
+func (r *redactHandler) scrub(s string) string {
+	for _, sec := range r.secrets {
+		s = strings.ReplaceAll(s, sec, "[redacted]")
+	}
+	return s
+}
+
+func (r *redactHandler) attr(a slog.Attr) slog.Attr {
+	v := a.Value.Resolve()
+	switch v.Kind() {
+	case slog.KindString:
+		return slog.String(a.Key, r.scrub(v.String()))
+	case slog.KindGroup:
+		attrs := v.Group()
+		out := make([]any, len(attrs))
+		for i, g := range attrs {
+			out[i] = r.attr(g)
+		}
+		return slog.Group(a.Key, out...)
+	case slog.KindAny:
+		return slog.String(a.Key, r.scrub(fmt.Sprint(v.Any())))
+	}
+	return a
+}
+
+func (r *redactHandler) Enabled(ctx context.Context, l slog.Level) bool {
+	return r.next.Enabled(ctx, l)
+}
+
+func (r *redactHandler) Handle(ctx context.Context, rec slog.Record) error {
+	out := slog.NewRecord(rec.Time, rec.Level, r.scrub(rec.Message), rec.PC)
+	rec.Attrs(func(a slog.Attr) bool {
+		out.AddAttrs(r.attr(a))
+		return true
+	})
+	return r.next.Handle(ctx, out)
+}
+
+func (r *redactHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
+	scrubbed := make([]slog.Attr, len(attrs))
+	for i, a := range attrs {
+		scrubbed[i] = r.attr(a)
+	}
+	return &redactHandler{next: r.next.WithAttrs(scrubbed), secrets: r.secrets}
+}
+
+func (r *redactHandler) WithGroup(name string) slog.Handler {
+	return &redactHandler{next: r.next.WithGroup(name), secrets: r.secrets}
+}
