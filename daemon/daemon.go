@@ -33,6 +33,9 @@ type Daemon struct {
 	Version string
 	// Gateways replaces the gateways built from Config; nil builds them.
 	Gateways []gateways.Gateway
+	// Now is the clock for pairing; nil means time.Now. Tests move it to
+	// expire codes.
+	Now func() time.Time
 
 	ready     chan struct{}
 	readyOnce sync.Once
@@ -83,6 +86,9 @@ func (d *Daemon) Run(ctx context.Context) error {
 	pairer, err := pairing.New(secret)
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	if d.Now != nil {
+		pairer.Now = d.Now
 	}
 	db, err := OpenStore(home)
 	if err != nil {

@@ -17,6 +17,9 @@ type chat struct {
 	key     chatKey
 	queue   []store.Entry
 	running *job
+	// active is true while a worker goroutine owns this chat; at most one
+	// does, so a chat's messages run in order.
+	active bool
 }
 
 type job struct {
@@ -160,7 +163,8 @@ func (h *Hub) enqueue(ctx context.Context, e store.Entry) {
 		h.chats[key] = c
 	}
 	c.queue = append(c.queue, e)
-	if len(c.queue) == 1 && c.running == nil {
+	if !c.active {
+		c.active = true
 		h.workers.Add(1)
 		go h.work(ctx, c)
 	}
@@ -173,6 +177,7 @@ func (h *Hub) work(ctx context.Context, c *chat) {
 	for {
 		h.mu.Lock()
 		if len(c.queue) == 0 || ctx.Err() != nil {
+			c.active = false
 			delete(h.chats, c.key)
 			h.mu.Unlock()
 			return

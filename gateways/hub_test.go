@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -295,5 +296,38 @@ func TestStopCancelsRunningCommand(t *testing.T) {
 	}
 	if !got["stopped"] || !got["Stopping: sleep 60"] {
 		t.Fatalf("replies = %v", got)
+	}
+}
+
+// TestOneWorkerPerChat sends messages while the chat's worker is between
+// jobs: they must still run one at a time, in order.
+func TestOneWorkerPerChat(t *testing.T) {
+	f := newHubFixture(t, false)
+	f.run(t)
+	f.ingest(t, "1", private("100", "/pair "+f.mint(t)))
+	f.gw.next(t)
+	var mu sync.Mutex
+	running, maxRunning := 0, 0
+	f.shell = func(ctx context.Context, cmd string) string {
+		mu.Lock()
+		running++
+		maxRunning = max(maxRunning, running)
+		mu.Unlock()
+		time.Sleep(time.Millisecond)
+		mu.Lock()
+		running--
+		mu.Unlock()
+		return cmd
+	}
+	for i := 0; i < 30; i++ {
+		f.ingest(t, "x", private("100", "!"+strconv.Itoa(i)))
+	}
+	for i := 0; i < 30; i++ {
+		if r := f.gw.next(t); r.Text != strconv.Itoa(i) {
+			t.Fatalf("reply %d = %q: out of order", i, r.Text)
+		}
+	}
+	if maxRunning != 1 {
+		t.Errorf("%d commands of one chat ran at once", maxRunning)
 	}
 }

@@ -1,0 +1,230 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/latchd/latch/config"
+	"github.com/latchd/latch/gateways"
+	"github.com/latchd/latch/gateways/telegram/telegramtest"
+	"github.com/latchd/latch/pairing"
+)
+
+func TestE2EPairLockAndCommand(t *testing.T) {
+	e := newEnv(t)
+	e.start()
+	code := e.mint()
+	e.say(owner, "/pair "+strings.ToLower(code))
+	e.waitReply(owner.ID, "Paired")
+
+	// The same code from another chat, then anything else: silence.
+	e.say(stranger, "/pair "+code)
+	e.say(stranger, "/start "+code)
+	last := e.say(stranger, "!id")
+	e.waitConfirmed(last)
+	e.say(owner, "!echo hello from latch")
+	m := e.waitReply(owner.ID, "hello from latch")
+	if !strings.Contains(m.Plain, "exit 0") || m.Params["parse_mode"] != "HTML" {
+		t.Errorf("command reply = %q (params %v)", m.Plain, m.Params)
+	}
+	if got := e.tg.SentTo(stranger.ID); len(got) != 0 {
+		t.Errorf("stranger got %d replies: %+v", len(got), got)
+	}
+	st := e.status()
+	if st.Latch == nil || st.Latch.ChatID != strconv.FormatInt(owner.ID, 10) || st.StrangersDropped != 3 || !st.Connected {
+		t.Errorf("status = %+v latch=%+v", st, st.Latch)
+	}
+}
+
+func TestE2EFailuresAreUniform(t *testing.T) {
+	e := newEnv(t)
+	e.start()
+	users := func(i int) telegramtest.User { return telegramtest.User{ID: int64(5000 + i), FirstName: "u"} }
+	var replies []string
+	try := func(i int, text string) {
+		e.say(users(i), text)
+		replies = append(replies, e.waitReply(users(i).ID, "").Plain)
+	}
+	try(0, "/pair ABCD-2345") // none pending
+	code := e.mint()
+	try(1, "/pair ABCD-2345") // wrong
+	e.advance(pairing.DefaultTTL + time.Minute)
+	try(2, "/pair "+code) // expired
+	old := e.mint()
+	e.mint()
+	try(3, "/pair "+old) // superseded
+	for i := 4; i < 4+pairing.MaxAttempts; i++ {
+		try(i, "/pair ZZZZ-ZZZZ")
+	}
+	burned := e.mint()
+	for i := 10; i < 10+pairing.MaxAttempts; i++ {
+		try(i, "/pair ZZZZ-ZZZZ")
+	}
+	try(20, "/pair "+burned) // burned: even the right code fails
+	for i, r := range replies {
+		if r != replies[0] {
+			t.Errorf("reply %d = %q, differs from %q", i, r, replies[0])
+		}
+	}
+	if st := e.status(); st.Latch != nil || st.Pending == nil || !st.Pending.Burned {
+		t.Errorf("status after burn = %+v", st)
+	}
+	// A used code: pair, unpair, try it again.
+	good := e.mint()
+	e.say(owner, "/pair "+good)
+	e.waitReply(owner.ID, "Paired")
+	if err := e.client().Unpair(context.Background(), "telegram"); err != nil {
+		t.Fatal(err)
+	}
+	e.waitReply(owner.ID, "unpaired")
+	try(30, "/pair "+good)
+	if replies[len(replies)-1] != replies[0] {
+		t.Errorf("used-code reply = %q", replies[len(replies)-1])
+	}
+}
+
+func TestE2ERestartKeepsLatchAndDoesNotReplay(t *testing.T) {
+	e := newEnv(t)
+	r := e.start()
+	e.pair()
+	e.say(owner, "!echo one")
+	e.waitReply(owner.ID, "one")
+	r.stop(t)
+
+	e.start()
+	e.say(owner, "!echo two")
+	e.waitReply(owner.ID, "two")
+	count := func(s string) int {
+		n := 0
+		for _, m := range e.tg.SentTo(owner.ID) {
+			if strings.HasPrefix(m.Plain, s) {
+				n++
+			}
+		}
+		return n
+	}
+	if count("one") != 1 || count("two") != 1 || count("Paired") != 1 {
+		t.Errorf("replies after restart:%s", e.describeSent())
+	}
+}
+
+func TestE2EInterruptedCommandIsNotRerun(t *testing.T) {
+	e := newEnv(t)
+	r := e.start()
+	e.pair()
+	marker := filepath.Join(e.home, "ran")
+	e.say(owner, "!echo x >> "+marker+"; sleep 30")
+	waitFor(t, func() bool { b, _ := os.ReadFile(marker); return len(b) > 0 })
+	r.stop(t) // the process goes away mid-command
+
+	e.start()
+	e.waitReply(owner.ID, "interrupted by a restart")
+	e.say(owner, "!echo after")
+	e.waitReply(owner.ID, "after")
+	if b, _ := os.ReadFile(marker); string(b) != "x\n" {
+		t.Errorf("marker = %q: the command ran again", b)
+	}
+}
+
+func TestE2ETimeoutKillsTheWholeGroup(t *testing.T) {
+	e := newEnv(t)
+	e.tweak = func(c *config.Config) { c.Agent.BashTimeout = time.Second }
+	e.start()
+	e.pair()
+	start := time.Now()
+	e.say(owner, "!echo pgid=$$; sleep 60 & sleep 60")
+	m := e.waitReply(owner.ID, "timeout")
+	if d := time.Since(start); d > 30*time.Second {
+		t.Errorf("timeout reply after %v", d)
+	}
+	_, after, _ := strings.Cut(m.Plain, "pgid=")
+	pgid, err := strconv.Atoi(strings.Fields(after)[0])
+	if err != nil {
+		t.Fatalf("no pgid in %q", m.Plain)
+	}
+	waitFor(t, func() bool { return groupGone(pgid) })
+}
+
+func TestE2EBackgroundChildDoesNotHang(t *testing.T) {
+	e := newEnv(t)
+	e.start()
+	e.pair()
+	start := time.Now()
+	e.say(owner, "!sleep 60 & echo started")
+	e.waitReply(owner.ID, "started")
+	if d := time.Since(start); d > 30*time.Second {
+		t.Errorf("reply after %v: a background child held the call", d)
+	}
+}
+
+func TestE2EStopKillsRunningCommand(t *testing.T) {
+	e := newEnv(t)
+	e.start()
+	e.pair()
+	e.say(owner, "!echo pgid=$$; sleep 60")
+	waitFor(t, func() bool { return e.status().Running == 1 })
+	e.say(owner, "/stop")
+	m := e.waitReply(owner.ID, "stopped")
+	_, after, _ := strings.Cut(m.Plain, "pgid=")
+	pgid, _ := strconv.Atoi(strings.Fields(after)[0])
+	waitFor(t, func() bool { return pgid > 1 && groupGone(pgid) })
+}
+
+func TestE2ESurvives409And429(t *testing.T) {
+	e := newEnv(t)
+	e.tg.Inject("getUpdates", telegramtest.Fault{Status: 409, Times: 3}, telegramtest.Fault{Status: 429, RetryAfter: 1})
+	e.start()
+	e.pair()
+	e.tg.Inject("sendMessage", telegramtest.Fault{Status: 429, RetryAfter: 1})
+	e.say(owner, "!echo still here")
+	e.waitReply(owner.ID, "still here")
+	if n := strings.Count(e.logs.String(), "409"); n == 0 {
+		t.Errorf("409 conflict was not logged")
+	}
+}
+
+func TestE2ESecondDaemonFailsAtOnce(t *testing.T) {
+	e := newEnv(t)
+	e.start()
+	d := New(e.config(), nil, "test")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	err := d.Run(ctx)
+	if err == nil || !strings.Contains(err.Error(), "already running") {
+		t.Fatalf("second daemon: %v", err)
+	}
+	if ctx.Err() != nil {
+		t.Fatal("second daemon waited instead of failing at once")
+	}
+}
+
+func TestE2EBadTokenIsAConfigError(t *testing.T) {
+	e := newEnv(t)
+	cfg := e.config()
+	cfg.Telegram.Token = "7012345678:wrong"
+	d := New(cfg, nil, "test")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	err := d.Run(ctx)
+	if !errors.Is(err, ErrConfig) || !errors.Is(err, gateways.ErrUnauthorized) {
+		t.Fatalf("bad token: %v", err)
+	}
+}
+
+// waitFor polls cond until it holds or 20 s pass.
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within 20s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -1,0 +1,270 @@
+package telegram
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	tgbotapi "github.com/go-telegram-bot-api/telegram-bot-api/v5"
+
+	"github.com/latchd/latch/gateways"
+)
+
+const (
+	maxBatch = 100
+	// minEmptyPoll is the least time between two polls that brought
+	// nothing, so a server that answers at once cannot make latch spin.
+	minEmptyPoll = time.Second
+)
+
+// Run long-polls getUpdates until ctx ends. Each batch goes to sink.Ingest
+// with the next offset as cursor; only once Ingest succeeds does the next
+// poll confirm the batch to Telegram. Run returns nil when ctx ends and
+// ErrUnauthorized if the token stops working; everything else is retried.
+func (g *Gateway) Run(ctx context.Context, sink gateways.Sink) error {
+	if _, err := g.bot(ctx); err != nil {
+		return err
+	}
+	p := &poller{g: g, sink: sink, backoff: g.newBackoff()}
+	if !p.loadCursor(ctx) {
+		return nil
+	}
+	for ctx.Err() == nil {
+		if err := p.step(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// poller is the state of one Run.
+type poller struct {
+	g       *Gateway
+	sink    gateways.Sink
+	offset  int // next getUpdates offset; 0 = none yet
+	backoff backoff
+	// conflict is set during a run of 409 answers, so the warning is
+	// logged once per episode.
+	conflict bool
+	// shrink is set after an undecodable answer: fetch one update at a time
+	// until one decodes, so one bad update cannot block the rest.
+	shrink bool
+}
+
+// loadCursor reads the stored offset, retrying store errors. It returns
+// false when ctx ended first.
+func (p *poller) loadCursor(ctx context.Context) bool {
+	bo := p.g.newBackoff()
+	for {
+		c, err := p.sink.Cursor(ctx, gatewayName)
+		if err == nil {
+			p.offset = p.parseCursor(c)
+			return true
+		}
+		if ctx.Err() != nil {
+			return false
+		}
+		d := bo.next()
+		p.g.log.Warn("reading the update cursor failed; retrying", "err", p.g.scrub(err), "retry_in", d)
+		if !sleep(ctx, d) {
+			return false
+		}
+	}
+}
+
+func (p *poller) parseCursor(c string) int {
+	if c == "" {
+		return 0
+	}
+	n, err := strconv.Atoi(c)
+	if err != nil || n <= 0 {
+		// A non-positive offset would make Telegram drop updates; starting
+		// without one re-reads whatever is still unconfirmed.
+		p.g.log.Warn("ignoring an invalid stored update cursor", "cursor", c)
+		return 0
+	}
+	return n
+}
+
+// step makes one getUpdates call and delivers what it brought. It returns
+// an error only when polling cannot continue.
+func (p *poller) step(ctx context.Context) error {
+	start := time.Now()
+	raws, err := p.fetch(ctx)
+	if err != nil {
+		return p.failed(ctx, err)
+	}
+	p.recovered()
+	b := p.g.translate(raws, p.offset)
+	if b.count == 0 {
+		sleep(ctx, minEmptyPoll-time.Since(start))
+		return nil
+	}
+	p.deliver(ctx, b)
+	return nil
+}
+
+func (p *poller) fetch(ctx context.Context) ([]json.RawMessage, error) {
+	limit := maxBatch
+	if p.shrink {
+		limit = 1
+	}
+	resp, err := p.g.request(ctx, tgbotapi.UpdateConfig{
+		Offset:         p.offset,
+		Limit:          limit,
+		Timeout:        int((p.g.cfg.PollTimeout + time.Second - 1) / time.Second),
+		AllowedUpdates: []string{"message", "callback_query"},
+	})
+	if err != nil {
+		return nil, err
+	}
+	var raws []json.RawMessage
+	if err := json.Unmarshal(resp.Result, &raws); err != nil {
+		return nil, err
+	}
+	return raws, nil
+}
+
+// deliver hands a batch to the sink until it is stored or ctx ends. The
+// same batch is retried: fetching again could skip it.
+func (p *poller) deliver(ctx context.Context, b batch) {
+	cursor := strconv.Itoa(b.next)
+	bo := p.g.newBackoff()
+	for {
+		err := p.sink.Ingest(ctx, gatewayName, cursor, b.msgs)
+		if err == nil {
+			p.offset = b.next
+			p.answerCallbacks(ctx, b.callbacks)
+			return
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		d := bo.next()
+		p.g.log.Warn("storing updates failed; retrying the same batch",
+			"err", p.g.scrub(err), "messages", len(b.msgs), "retry_in", d)
+		if !sleep(ctx, d) {
+			return
+		}
+	}
+}
+
+// answerCallbacks stops the spinner on buttons users pressed; latch has no
+// buttons of its own, so there is nothing else to do with them.
+func (p *poller) answerCallbacks(ctx context.Context, ids []string) {
+	for _, id := range ids {
+		if _, err := p.g.request(ctx, tgbotapi.NewCallback(id, "")); err != nil {
+			p.g.log.Debug("answerCallbackQuery failed; ignored", "err", err)
+		}
+	}
+}
+
+// failed handles a getUpdates error: it waits as the error demands and
+// returns non-nil only for an error retrying cannot fix.
+func (p *poller) failed(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return nil
+	}
+	p.g.setStatus(err)
+	var apiErr *tgbotapi.Error
+	isAPI := errors.As(err, &apiErr)
+	wait := p.backoff.next()
+	switch {
+	case isAPI && apiErr.Code == http.StatusUnauthorized:
+		p.g.log.Error("the Bot API rejected the token; polling stopped", "err", err)
+		return ErrUnauthorized
+	case isAPI && apiErr.Code == http.StatusTooManyRequests && apiErr.RetryAfter > 0:
+		wait = time.Duration(apiErr.RetryAfter) * time.Second
+		p.g.log.Warn("rate limited by the Bot API; waiting", "retry_after", wait)
+	case isAPI && apiErr.Code == http.StatusConflict:
+		p.onConflict(ctx, apiErr, wait)
+	default:
+		p.shrink = p.shrink || undecodable(err)
+		p.g.log.Warn("getUpdates failed; retrying", "err", err, "retry_in", wait)
+	}
+	sleep(ctx, wait)
+	return nil
+}
+
+// onConflict logs a 409 once per episode. A webhook set behind latch's back
+// is removed again; another poller can only be waited out.
+func (p *poller) onConflict(ctx context.Context, apiErr *tgbotapi.Error, wait time.Duration) {
+	first := !p.conflict
+	p.conflict = true
+	if strings.Contains(apiErr.Message, "webhook") {
+		if first {
+			p.g.log.Warn("a webhook is set for this bot token (409 Conflict); deleting it and retrying")
+		}
+		if _, err := p.g.request(ctx, tgbotapi.DeleteWebhookConfig{}); err != nil {
+			p.g.log.Debug("deleteWebhook failed", "err", err)
+		}
+		return
+	}
+	if first {
+		p.g.log.Warn("another process is polling this bot token (409 Conflict); retrying")
+		return
+	}
+	p.g.log.Debug("still in conflict with another poller", "retry_in", wait)
+}
+
+// recovered resets the error state after a successful poll.
+func (p *poller) recovered() {
+	if p.conflict {
+		p.g.log.Info("polling works again after 409 Conflict")
+	}
+	p.conflict, p.shrink = false, false
+	p.backoff.reset()
+	p.g.setStatus(nil)
+}
+
+// undecodable reports whether err means the answer was not valid Bot API
+// JSON (as opposed to a network or API error).
+func undecodable(err error) bool {
+	var syntax *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	return errors.As(err, &syntax) || errors.As(err, &typ) ||
+		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, errResponseTooLarge)
+}
+
+// backoff is exponential back-off with jitter. The jitter only lengthens a
+// wait, so the minimum holds.
+type backoff struct {
+	min, max, cur time.Duration
+}
+
+func (g *Gateway) newBackoff() backoff {
+	return backoff{min: g.cfg.MinBackoff, max: g.cfg.MaxBackoff}
+}
+
+func (b *backoff) next() time.Duration {
+	if b.cur == 0 {
+		b.cur = b.min
+	} else {
+		b.cur = min(b.cur*2, b.max)
+	}
+	return min(b.cur+rand.N(b.cur/2+1), b.max)
+}
+
+func (b *backoff) reset() { b.cur = 0 }
+
+// sleep waits for d or until ctx ends, and reports whether it waited the
+// full time.
+func sleep(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}

@@ -1,0 +1,185 @@
+package telegram
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf16"
+
+	tgbotapi "github.com/go-telegram-bot-api/telegram-bot-api/v5"
+
+	"github.com/latchd/latch/gateways"
+)
+
+const (
+	// maxMessageUnits is Telegram's limit on a message, in UTF-16 code
+	// units. latch counts its own markup too, to stay clear of it.
+	maxMessageUnits = 4096
+	preOpen         = "<pre>"
+	preClose        = "</pre>"
+	// maxSendAttempts bounds retries of a message Telegram rate-limited.
+	maxSendAttempts = 5
+)
+
+// Send delivers r to a chat, split into as many messages as Telegram's limit
+// needs, and returns the id of the last one. Plain text goes without a parse
+// mode, so nothing in it is interpreted; a Pre reply is escaped into HTML
+// <pre> blocks. ReplyTo threads the first message.
+func (g *Gateway) Send(ctx context.Context, chatID string, r gateways.Reply) (string, error) {
+	chat, err := strconv.ParseInt(chatID, 10, 64)
+	if err != nil {
+		return "", fmt.Errorf("telegram: invalid chat id %q", chatID)
+	}
+	replyTo := 0
+	if r.ReplyTo != "" {
+		if replyTo, err = strconv.Atoi(r.ReplyTo); err != nil {
+			return "", fmt.Errorf("telegram: invalid reply-to message id %q", r.ReplyTo)
+		}
+	}
+	chunks := render(r)
+	if len(chunks) == 0 {
+		return "", ErrEmptyReply
+	}
+	var last int
+	for i, text := range chunks {
+		cfg := tgbotapi.NewMessage(chat, text)
+		// Previews make Telegram fetch any URL in the text, which would let
+		// a manipulated agent exfiltrate data without a click.
+		cfg.DisableWebPagePreview = true
+		if r.Pre {
+			cfg.ParseMode = tgbotapi.ModeHTML
+		}
+		if i == 0 && replyTo != 0 {
+			cfg.ReplyToMessageID = replyTo
+			cfg.AllowSendingWithoutReply = true
+		}
+		if last, err = g.sendMessage(ctx, cfg); err != nil {
+			return "", fmt.Errorf("telegram: send message %d of %d: %w", i+1, len(chunks), err)
+		}
+	}
+	return strconv.Itoa(last), nil
+}
+
+// sendMessage sends one message, waiting out 429s as Telegram asks.
+func (g *Gateway) sendMessage(ctx context.Context, cfg tgbotapi.MessageConfig) (int, error) {
+	for attempt := 1; ; attempt++ {
+		if err := g.limiter.Wait(ctx); err != nil {
+			return 0, err
+		}
+		b, err := g.bot(ctx)
+		if err != nil {
+			return 0, err
+		}
+		m, err := b.Send(cfg)
+		err = g.scrub(err)
+		g.setRequestStatus(err)
+		if err == nil {
+			return m.MessageID, nil
+		}
+		var apiErr *tgbotapi.Error
+		if !errors.As(err, &apiErr) || apiErr.Code != http.StatusTooManyRequests || attempt == maxSendAttempts {
+			return 0, err
+		}
+		wait := time.Duration(max(apiErr.RetryAfter, 1)) * time.Second
+		g.log.Info("rate limited by the Bot API; waiting to send", "retry_after", wait)
+		if !sleep(ctx, wait) {
+			return 0, ctx.Err()
+		}
+	}
+}
+
+// Typing shows "typing…" in a chat. It is a courtesy: errors are logged at
+// debug and otherwise ignored.
+func (g *Gateway) Typing(ctx context.Context, chatID string) {
+	chat, err := strconv.ParseInt(chatID, 10, 64)
+	if err != nil {
+		g.log.Debug("typing: invalid chat id", "chat_id", chatID)
+		return
+	}
+	if _, err := g.request(ctx, tgbotapi.NewChatAction(chat, tgbotapi.ChatTyping)); err != nil {
+		g.log.Debug("sendChatAction failed; ignored", "err", err)
+	}
+}
+
+// render splits a reply into message texts of at most maxMessageUnits UTF-16
+// units each, markup included. Chunks Telegram would reject as empty (only
+// white space) are left out.
+func render(r gateways.Reply) []string {
+	text := strings.ToValidUTF8(r.Text, "\uFFFD")
+	var chunks []string
+	if r.Pre {
+		budget := maxMessageUnits - utf16Len(preOpen) - utf16Len(preClose)
+		chunks = split(text, budget, escapedLen)
+	} else {
+		chunks = split(text, maxMessageUnits, utf16.RuneLen)
+	}
+	out := chunks[:0]
+	for _, c := range chunks {
+		if strings.TrimSpace(c) == "" {
+			continue
+		}
+		if r.Pre {
+			c = preOpen + escapeHTML(c) + preClose
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// split cuts text into chunks whose cost is at most budget: at line ends
+// where it can, else between runes. Concatenated, the chunks give text back.
+func split(text string, budget int, cost func(rune) int) []string {
+	var chunks []string
+	var cur strings.Builder
+	used := 0
+	flush := func() {
+		if cur.Len() > 0 {
+			chunks = append(chunks, cur.String())
+			cur.Reset()
+			used = 0
+		}
+	}
+	for _, line := range strings.SplitAfter(text, "\n") {
+		n := 0
+		for _, r := range line {
+			n += cost(r)
+		}
+		if used+n > budget {
+			flush()
+		}
+		if n <= budget {
+			cur.WriteString(line)
+			used += n
+			continue
+		}
+		for _, r := range line {
+			if c := cost(r); used+c > budget {
+				flush()
+			}
+			cur.WriteRune(r)
+			used += cost(r)
+		}
+	}
+	flush()
+	return chunks
+}
+
+// escapedLen is the UTF-16 length of r after escapeHTML.
+func escapedLen(r rune) int {
+	switch r {
+	case '<', '>':
+		return len("&lt;")
+	case '&':
+		return len("&amp;")
+	}
+	return utf16.RuneLen(r)
+}
+
+// escapeHTML escapes the three characters Telegram's HTML mode reserves.
+func escapeHTML(s string) string {
+	return strings.NewReplacer("<", "&lt;", ">", "&gt;", "&", "&amp;").Replace(s)
+}

@@ -1,0 +1,287 @@
+// Package telegram is latch's adapter for the Telegram Bot API. It long-polls
+// getUpdates through go-telegram-bot-api, hands every batch to the gateway
+// sink before confirming it to Telegram, and renders replies within
+// Telegram's limits. It only translates; policy lives in package gateways.
+//
+// The bot token is part of every request URL, so any error that mentions a
+// URL would leak it. Every error this package logs or returns passes through
+// scrub first, and the library's debug logging stays off.
+package telegram
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	tgbotapi "github.com/go-telegram-bot-api/telegram-bot-api/v5"
+	"golang.org/x/time/rate"
+
+	"github.com/latchd/latch/gateways"
+)
+
+const (
+	gatewayName = "telegram"
+	// DefaultAPIURL is the public Bot API.
+	DefaultAPIURL = "https://api.telegram.org"
+	// DefaultPollTimeout is how long one getUpdates long poll waits.
+	DefaultPollTimeout = 30 * time.Second
+	// requestSlack is added to the poll timeout to bound every request, so a
+	// silent connection is noticed without cutting a long poll short.
+	requestSlack = 10 * time.Second
+	// sendRate keeps latch under Telegram's ~30 messages per second per bot.
+	sendRate = 25
+)
+
+// ErrUnauthorized means the Bot API rejected the token. Retrying cannot fix
+// it: the configuration must change. It wraps gateways.ErrUnauthorized.
+var ErrUnauthorized error = unauthorizedError{}
+
+type unauthorizedError struct{}
+
+func (unauthorizedError) Error() string {
+	return "telegram: the bot token was rejected by the Bot API (401 Unauthorized); check [telegram] token"
+}
+
+func (unauthorizedError) Unwrap() error { return gateways.ErrUnauthorized }
+
+// ErrEmptyReply is returned by Send for a reply with no visible text, which
+// Telegram would reject.
+var ErrEmptyReply = errors.New("telegram: empty reply")
+
+var errNotStarted = errors.New("telegram: gateway not started")
+
+// Config configures the Telegram gateway.
+type Config struct {
+	// Token is the bot token from @BotFather. It is a secret.
+	Token string
+	// APIURL is the Bot API base URL; DefaultAPIURL if empty. A self-hosted
+	// Bot API server or a test fake goes here.
+	APIURL string
+	// PollTimeout is the getUpdates long-poll wait; DefaultPollTimeout if
+	// zero. It is sent in whole seconds.
+	PollTimeout time.Duration
+	// MinBackoff and MaxBackoff bound the wait between retries after an
+	// error (defaults 1s and 60s). Tests shorten them.
+	MinBackoff, MaxBackoff time.Duration
+}
+
+// Gateway is one Telegram bot. It implements gateways.Gateway and
+// gateways.PairLinker.
+type Gateway struct {
+	cfg     Config
+	log     *slog.Logger
+	http    *http.Client
+	limiter *rate.Limiter
+
+	mu   sync.Mutex
+	api  *tgbotapi.BotAPI // set by Start; copied per call, see bot
+	info gateways.Info
+}
+
+var (
+	_ gateways.Gateway    = (*Gateway)(nil)
+	_ gateways.PairLinker = (*Gateway)(nil)
+)
+
+// New returns a gateway for cfg. It does not touch the network until Start.
+// log should already name the gateway (the daemon adds gateway=telegram).
+func New(cfg Config, log *slog.Logger) *Gateway {
+	cfg.Token = strings.TrimSpace(cfg.Token)
+	cfg.APIURL = strings.TrimRight(strings.TrimSpace(cfg.APIURL), "/")
+	if cfg.APIURL == "" {
+		cfg.APIURL = DefaultAPIURL
+	}
+	if cfg.PollTimeout <= 0 {
+		cfg.PollTimeout = DefaultPollTimeout
+	}
+	if cfg.MinBackoff <= 0 {
+		cfg.MinBackoff = time.Second
+	}
+	if cfg.MaxBackoff <= 0 {
+		cfg.MaxBackoff = time.Minute
+	}
+	cfg.MaxBackoff = max(cfg.MaxBackoff, cfg.MinBackoff)
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	return &Gateway{
+		cfg: cfg,
+		log: log,
+		http: &http.Client{
+			Transport: transport,
+			// A redirect would carry the token in its path to wherever it
+			// points; Telegram never redirects API calls.
+			CheckRedirect: func(*http.Request, []*http.Request) error {
+				return errors.New("redirect refused: the Bot API does not redirect")
+			},
+		},
+		limiter: rate.NewLimiter(sendRate, sendRate),
+	}
+}
+
+// Name is the gateway's configuration key, "telegram".
+func (g *Gateway) Name() string { return gatewayName }
+
+// Info reports the bot name and connection state.
+func (g *Gateway) Info() gateways.Info {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.info
+}
+
+// PairLink is the deep link that opens the bot and sends "/start <code>", or
+// "" while the bot name is unknown.
+func (g *Gateway) PairLink(code string) string {
+	name := g.Info().BotName
+	if name == "" {
+		return ""
+	}
+	return "https://t.me/" + name + "?start=" + url.QueryEscape(code)
+}
+
+// Start verifies the token with getMe, removes any webhook (keeping pending
+// updates) so that polling works, and registers the bot's commands. A
+// rejected token gives ErrUnauthorized; any other error is transient and
+// Start may be called again.
+func (g *Gateway) Start(ctx context.Context) error {
+	if g.cfg.Token == "" {
+		return errors.New("telegram: no bot token configured ([telegram] token)")
+	}
+	endpoint, err := g.endpoint()
+	if err != nil {
+		return err
+	}
+	api, err := tgbotapi.NewBotAPIWithClient(g.cfg.Token, endpoint, g.client(ctx))
+	if err != nil {
+		err = g.startError(err)
+		g.setStatus(err)
+		return err
+	}
+	api.Debug = false // debug logging prints request parameters
+	g.mu.Lock()
+	g.api = api
+	g.info.BotName = api.Self.UserName
+	g.mu.Unlock()
+	g.setStatus(nil)
+	g.log.Info("connected to the Bot API", "bot", api.Self.UserName)
+
+	if _, err := g.request(ctx, tgbotapi.DeleteWebhookConfig{}); err != nil {
+		g.log.Warn("deleteWebhook failed; polling may get 409 Conflict", "err", err)
+	}
+	if _, err := g.request(ctx, tgbotapi.NewSetMyCommands(commands()...)); err != nil {
+		g.log.Debug("setMyCommands failed; ignored", "err", err)
+	}
+	return nil
+}
+
+// commands is the bot's command menu.
+func commands() []tgbotapi.BotCommand {
+	return []tgbotapi.BotCommand{
+		{Command: "new", Description: "Start a new conversation"},
+		{Command: "stop", Description: "Stop the running task"},
+		{Command: "status", Description: "Show latch's status"},
+		{Command: "help", Description: "Show help"},
+	}
+}
+
+// startError turns a getMe failure into an error that says what to fix.
+func (g *Gateway) startError(err error) error {
+	err = g.scrub(err)
+	var apiErr *tgbotapi.Error
+	if errors.As(err, &apiErr) {
+		switch apiErr.Code {
+		case http.StatusUnauthorized:
+			return ErrUnauthorized
+		case http.StatusNotFound:
+			return fmt.Errorf("telegram: the Bot API answered 404 Not Found to getMe; check [telegram] token and api_url: %w", err)
+		}
+	}
+	return fmt.Errorf("telegram: getMe: %w", err)
+}
+
+// endpoint is the library's endpoint format: base URL, then /bot<token>/<method>.
+func (g *Gateway) endpoint() (string, error) {
+	u, err := url.Parse(g.cfg.APIURL)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+		return "", fmt.Errorf("telegram: invalid api_url %q: want an http(s) URL", g.cfg.APIURL)
+	}
+	if u.Scheme == "http" && !isLoopback(u.Hostname()) {
+		g.log.Warn("api_url is not HTTPS: the bot token crosses the network in clear text", "api_url", g.cfg.APIURL)
+	}
+	// The library formats the endpoint with Sprintf: escape any % in the URL.
+	return strings.ReplaceAll(g.cfg.APIURL, "%", "%%") + "/bot%s/%s", nil
+}
+
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// client returns the HTTP client for calls made under ctx.
+func (g *Gateway) client(ctx context.Context) *httpClient {
+	return &httpClient{ctx: ctx, base: g.http, timeout: g.cfg.PollTimeout + requestSlack, token: g.cfg.Token}
+}
+
+// bot returns a copy of the started BotAPI whose requests are bound to ctx.
+// The library has no context parameters; a per-call copy lets concurrent
+// calls (Run's long poll, Send) carry their own contexts.
+func (g *Gateway) bot(ctx context.Context) (*tgbotapi.BotAPI, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.api == nil {
+		return nil, errNotStarted
+	}
+	b := *g.api
+	b.Client = g.client(ctx)
+	return &b, nil
+}
+
+// request makes one API call under ctx and returns its scrubbed error.
+func (g *Gateway) request(ctx context.Context, c tgbotapi.Chattable) (*tgbotapi.APIResponse, error) {
+	b, err := g.bot(ctx)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := b.Request(c)
+	return resp, g.scrub(err)
+}
+
+// setStatus records the outcome of a call for Info.
+func (g *Gateway) setStatus(err error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.info.Connected = err == nil
+	if err != nil {
+		g.info.LastError = g.scrub(err).Error()
+	}
+}
+
+// setRequestStatus is setStatus for a call about one chat: an API error
+// about that request (a 400 for a bad chat, a 403 from a user who blocked
+// the bot) still proves the connection works.
+func (g *Gateway) setRequestStatus(err error) {
+	var apiErr *tgbotapi.Error
+	if errors.As(err, &apiErr) && apiErr.Code >= 400 && apiErr.Code < 500 &&
+		apiErr.Code != http.StatusUnauthorized && apiErr.Code != http.StatusTooManyRequests {
+		g.setStatus(nil)
+		g.mu.Lock()
+		g.info.LastError = err.Error()
+		g.mu.Unlock()
+		return
+	}
+	g.setStatus(err)
+}
+
+// scrub removes the bot token from err.
+func (g *Gateway) scrub(err error) error { return scrub(err, g.cfg.Token) }

@@ -1,0 +1,332 @@
+package telegramtest
+
+import (
+	"context"
+	"encoding/json"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// maxTextUnits is Telegram's message length limit, in UTF-16 code units
+// after entity parsing.
+const maxTextUnits = 4096
+
+type chatState struct {
+	chat     Chat
+	nextID   int
+	messages map[int]*message
+}
+
+type message struct {
+	id       int
+	fromBot  bool
+	from     *User
+	date     int64
+	editDate int64
+	text     string
+	caption  string
+	entities []Entity
+	replyTo  int
+}
+
+type msgKey struct {
+	chat int64
+	id   int
+}
+
+func (c *chatState) add(m *message) *message {
+	c.nextID++
+	m.id = c.nextID
+	c.messages[m.id] = m
+	return m
+}
+
+// chatLocked returns the state of chat, creating it on first sight.
+func (s *Server) chatLocked(chat Chat) *chatState {
+	c := s.chats[chat.ID]
+	if c == nil {
+		c = &chatState{messages: map[int]*message{}}
+		s.chats[chat.ID] = c
+	}
+	c.chat = chat
+	return c
+}
+
+// AddChat makes a chat known without a message in it. Sending to a chat the
+// server has never seen fails with "chat not found", as on Telegram.
+func (s *Server) AddChat(chat Chat) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.chatLocked(chat)
+}
+
+type wireMessage struct {
+	MessageID      int          `json:"message_id"`
+	From           *User        `json:"from,omitempty"`
+	SenderChat     *Chat        `json:"sender_chat,omitempty"`
+	Chat           Chat         `json:"chat"`
+	Date           int64        `json:"date"`
+	EditDate       int64        `json:"edit_date,omitempty"`
+	ReplyToMessage *wireMessage `json:"reply_to_message,omitempty"`
+	Text           string       `json:"text,omitempty"`
+	Entities       []Entity     `json:"entities,omitempty"`
+	Caption        string       `json:"caption,omitempty"`
+}
+
+func (s *Server) wireLocked(c *chatState, m *message, withReply bool) *wireMessage {
+	w := &wireMessage{
+		MessageID: m.id, From: m.from, Chat: c.chat, Date: m.date, EditDate: m.editDate,
+		Text: m.text, Entities: m.entities, Caption: m.caption,
+	}
+	if m.fromBot {
+		bot := s.bot
+		w.From = &bot
+	}
+	if m.from == nil && !m.fromBot {
+		chat := c.chat
+		w.SenderChat = &chat
+	}
+	if r := c.messages[m.replyTo]; withReply && r != nil {
+		w.ReplyToMessage = s.wireLocked(c, r, false)
+	}
+	return w
+}
+
+// resolveChatLocked finds the chat named by chat_id (an id or @username).
+func (s *Server) resolveChatLocked(p params) (*chatState, *apiError) {
+	v := strings.TrimSpace(p["chat_id"])
+	if v == "" {
+		return nil, badRequest("chat_id is empty")
+	}
+	if name, ok := strings.CutPrefix(v, "@"); ok {
+		for _, c := range s.chats {
+			if strings.EqualFold(c.chat.Username, name) && c.chat.Type != "private" {
+				return c, nil
+			}
+		}
+		return nil, badRequest("chat not found")
+	}
+	id, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || s.chats[id] == nil {
+		return nil, badRequest("chat not found")
+	}
+	return s.chats[id], nil
+}
+
+// SetBotUsername changes the username getMe reports.
+func (s *Server) SetBotUsername(name string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.bot.Username = name
+}
+
+func (s *Server) getMe(context.Context, params) (any, *apiError) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return struct {
+		User
+		CanJoinGroups           bool `json:"can_join_groups"`
+		CanReadAllGroupMessages bool `json:"can_read_all_group_messages"`
+		SupportsInlineQueries   bool `json:"supports_inline_queries"`
+	}{User: s.bot, CanJoinGroups: true}, nil
+}
+
+func (s *Server) sendMessage(_ context.Context, p params) (any, *apiError) {
+	replyTo, aerr := p.int("reply_to_message_id", 0)
+	if aerr != nil {
+		return nil, aerr
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c, aerr := s.resolveChatLocked(p)
+	if aerr != nil {
+		return nil, aerr
+	}
+	plain, ents, aerr := render(p["text"], p["parse_mode"])
+	if aerr != nil {
+		return nil, aerr
+	}
+	if replyTo != 0 && c.messages[int(replyTo)] == nil {
+		if !p.bool("allow_sending_without_reply") {
+			return nil, badRequest("message to be replied not found")
+		}
+		replyTo = 0
+	}
+	now := time.Now()
+	m := c.add(&message{fromBot: true, date: now.Unix(), text: plain, entities: ents, replyTo: int(replyTo)})
+	s.sentIndex[msgKey{c.chat.ID, m.id}] = len(s.sent)
+	s.sent = append(s.sent, Sent{
+		Method: "sendMessage", ChatID: c.chat.ID, MessageID: m.id, Text: p["text"], Plain: plain,
+		Entities: ents, ParseMode: p["parse_mode"], ReplyTo: int(replyTo), Params: p.clone(), Time: now,
+	})
+	s.notifyLocked()
+	return s.wireLocked(c, m, true), nil
+}
+
+func (s *Server) editMessageText(_ context.Context, p params) (any, *apiError) {
+	if p["inline_message_id"] != "" {
+		return nil, badRequest("MESSAGE_ID_INVALID")
+	}
+	id, aerr := p.int("message_id", 0)
+	if aerr != nil {
+		return nil, aerr
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c, aerr := s.resolveChatLocked(p)
+	if aerr != nil {
+		return nil, aerr
+	}
+	m := c.messages[int(id)]
+	switch {
+	case id == 0:
+		return nil, badRequest("message identifier is not specified")
+	case m == nil:
+		return nil, badRequest("message to edit not found")
+	case !m.fromBot:
+		return nil, badRequest("message can't be edited")
+	}
+	plain, ents, aerr := render(p["text"], p["parse_mode"])
+	if aerr != nil {
+		return nil, aerr
+	}
+	if plain == m.text && slices.Equal(ents, m.entities) {
+		return nil, badRequest("message is not modified: specified new message content and reply markup are exactly the same as a current content and reply markup of the message")
+	}
+	now := time.Now()
+	m.text, m.entities, m.editDate = plain, ents, now.Unix()
+	if i, ok := s.sentIndex[msgKey{c.chat.ID, m.id}]; ok {
+		s.sent[i].Edits = append(s.sent[i].Edits, Edit{Text: p["text"], Plain: plain, ParseMode: p["parse_mode"], Time: now})
+	}
+	s.notifyLocked()
+	return s.wireLocked(c, m, true), nil
+}
+
+// render validates a message text the way sendMessage does and returns what
+// the user would see.
+func render(text, parseMode string) (string, []Entity, *apiError) {
+	if !utf8.ValidString(text) {
+		return "", nil, badRequest("text must be encoded in UTF-8")
+	}
+	plain, ents := text, []Entity(nil)
+	switch strings.ToLower(parseMode) {
+	case "":
+	case "html":
+		var err error
+		if plain, ents, err = parseHTML(text); err != nil {
+			return "", nil, badRequest("can't parse entities: %v", err)
+		}
+	case "markdown", "markdownv2":
+		// Accepted unvalidated: latch sends only plain text and HTML.
+	default:
+		return "", nil, badRequest("unsupported parse_mode")
+	}
+	plain, ents = trimText(plain, ents)
+	switch {
+	case plain == "":
+		return "", nil, badRequest("message text is empty")
+	case utf16Len(plain) > maxTextUnits:
+		return "", nil, badRequest("message is too long")
+	}
+	return plain, ents, nil
+}
+
+var chatActions = []string{
+	"typing", "upload_photo", "record_video", "upload_video", "record_voice", "upload_voice",
+	"upload_document", "choose_sticker", "find_location", "record_video_note", "upload_video_note",
+}
+
+func (s *Server) sendChatAction(_ context.Context, p params) (any, *apiError) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, aerr := s.resolveChatLocked(p); aerr != nil {
+		return nil, aerr
+	}
+	if !slices.Contains(chatActions, p["action"]) {
+		return nil, badRequest("wrong parameter action in request")
+	}
+	return true, nil
+}
+
+var commandName = regexp.MustCompile(`^[a-z0-9_]{1,32}$`)
+
+func (s *Server) setMyCommands(_ context.Context, p params) (any, *apiError) {
+	var cmds []Command
+	if err := json.Unmarshal([]byte(p["commands"]), &cmds); err != nil {
+		return nil, badRequest("can't parse commands JSON object")
+	}
+	if len(cmds) > 100 {
+		return nil, badRequest("too many commands specified")
+	}
+	for _, c := range cmds {
+		if !commandName.MatchString(c.Command) {
+			return nil, badRequest("BOT_COMMAND_INVALID")
+		}
+		if n := utf8.RuneCountInString(strings.TrimSpace(c.Description)); n < 1 || n > 256 {
+			return nil, badRequest("BOT_COMMAND_DESCRIPTION_INVALID")
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.commands = cmds
+	s.notifyLocked()
+	return true, nil
+}
+
+func (s *Server) getMyCommands(context.Context, params) (any, *apiError) {
+	return s.Commands(), nil
+}
+
+// Commands is the command list the bot last set with setMyCommands.
+func (s *Server) Commands() []Command {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Command{}, s.commands...)
+}
+
+func (s *Server) answerCallbackQuery(_ context.Context, p params) (any, *apiError) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	answered, ok := s.callbacks[p["callback_query_id"]]
+	if !ok || answered {
+		return nil, badRequest("query is too old and response timeout expired or query ID is invalid")
+	}
+	s.callbacks[p["callback_query_id"]] = true
+	s.notifyLocked()
+	return true, nil
+}
+
+// CallbackAnswered reports whether the bot answered the callback query.
+func (s *Server) CallbackAnswered(queryID string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.callbacks[queryID]
+}
+
+func (s *Server) deleteWebhook(_ context.Context, p params) (any, *apiError) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.webhook = ""
+	if p.bool("drop_pending_updates") {
+		if n := len(s.queue); n > 0 {
+			s.confirmed = max(s.confirmed, s.queue[n-1].id+1)
+		}
+		s.queue = nil
+	}
+	s.notifyLocked()
+	return true, nil
+}
+
+func (s *Server) getWebhookInfo(context.Context, params) (any, *apiError) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return map[string]any{
+		"url":                    s.webhook,
+		"has_custom_certificate": false,
+		"pending_update_count":   len(s.queue),
+	}, nil
+}

@@ -1,0 +1,104 @@
+package telegramtest
+
+import (
+	"context"
+	"slices"
+	"strings"
+)
+
+// Sent returns a snapshot of every message the bot sent, oldest first.
+func (s *Server) Sent() []Sent {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]Sent, len(s.sent))
+	for i, m := range s.sent {
+		out[i] = m.clone()
+	}
+	return out
+}
+
+// SentTo returns the messages the bot sent to one chat, oldest first.
+func (s *Server) SentTo(chatID int64) []Sent {
+	var out []Sent
+	for _, m := range s.Sent() {
+		if m.ChatID == chatID {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+func (m Sent) clone() Sent {
+	m.Entities = slices.Clone(m.Entities)
+	m.Edits = slices.Clone(m.Edits)
+	p := make(map[string]string, len(m.Params))
+	for k, v := range m.Params {
+		p[k] = v
+	}
+	m.Params = p
+	return m
+}
+
+// WaitSent waits until a sent message (already sent or sent later) satisfies
+// match and returns the first that does. It fails when ctx ends or the server
+// closes.
+func (s *Server) WaitSent(ctx context.Context, match func(Sent) bool) (Sent, error) {
+	var found Sent
+	err := s.Wait(ctx, func() bool {
+		for _, m := range s.Sent() {
+			if match(m) {
+				found = m
+				return true
+			}
+		}
+		return false
+	})
+	return found, err
+}
+
+// Wait waits until cond returns true. cond is evaluated now and after every
+// change of the server's state (a request, an update, a sent message), so it
+// may call the server's other methods. It fails when ctx ends or the server
+// closes.
+func (s *Server) Wait(ctx context.Context, cond func() bool) error {
+	for {
+		s.mu.Lock()
+		changed := s.changed
+		s.mu.Unlock()
+		if cond() {
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-s.done:
+			if cond() {
+				return nil
+			}
+			return ErrClosed
+		}
+	}
+}
+
+// Count is the number of requests made to a method (case-insensitive),
+// including rejected and faulted ones.
+func (s *Server) Count(method string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.calls[strings.ToLower(method)])
+}
+
+// Calls returns the requests made to a method (case-insensitive), oldest
+// first.
+func (s *Server) Calls(method string) []Call {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	calls := s.calls[strings.ToLower(method)]
+	out := make([]Call, len(calls))
+	for i, c := range calls {
+		c.Params = params(c.Params).clone()
+		out[i] = c
+	}
+	return out
+}

@@ -1,0 +1,327 @@
+// Package telegramtest is a fake of the Telegram Bot API that speaks real
+// HTTP on loopback, so tests drive latch's Telegram adapter — and the real
+// client library under it — the way api.telegram.org would. It keeps
+// Telegram's semantics where latch depends on them: long polling with offset
+// confirmation, 409 Conflict for a second poller, Telegram's error JSON, HTML
+// entity parsing and the 4096-character limit. Tests push inbound messages,
+// inject faults and wait for what the bot sent.
+//
+// Point a client at URL() + "/bot%s/%s" (the format go-telegram-bot-api
+// takes as its endpoint). Message ids are counted per chat and shared between
+// inbound and outbound messages, as on Telegram. Update ids start at 1001.
+// Sending to a chat the server has not seen (through an inbound message or
+// AddChat) fails with "chat not found".
+//
+// Where it differs from Telegram it is stricter: in HTML a bare '&' that does
+// not start an entity is rejected (Telegram passes it through), so a missing
+// escape shows up in tests. Markdown parse modes are accepted unchecked.
+package telegramtest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"mime"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// ErrClosed is returned by the Wait methods once the server is closed.
+var ErrClosed = errors.New("telegramtest: server closed")
+
+const (
+	firstUpdateID  = 1001
+	maxRequestBody = 10 << 20
+	conflictPoll   = "Conflict: terminated by other getUpdates request; make sure that only one bot instance is running"
+	conflictHook   = "Conflict: can't use getUpdates method while webhook is active; use deleteWebhook to delete the webhook first"
+)
+
+// Server is a running fake Bot API for one bot token. All methods are safe
+// for concurrent use.
+type Server struct {
+	token     string
+	srv       *httptest.Server
+	done      chan struct{}
+	closeOnce sync.Once
+
+	mu           sync.Mutex
+	changed      chan struct{} // closed and replaced on every state change
+	bot          User
+	nextUpdateID int
+	queue        []queued
+	confirmed    int
+	allowed      []string
+	poll         *poller
+	chats        map[int64]*chatState
+	sent         []Sent
+	sentIndex    map[msgKey]int
+	commands     []Command
+	callbacks    map[string]bool // query id → answered
+	webhook      string
+	instantEmpty bool
+	faults       map[string][]Fault
+	calls        map[string][]Call
+}
+
+// New starts a fake Bot API on 127.0.0.1 that accepts token.
+func New(token string) *Server {
+	s := &Server{
+		token:        token,
+		done:         make(chan struct{}),
+		changed:      make(chan struct{}),
+		bot:          User{ID: botID(token), IsBot: true, FirstName: "Latch Test", Username: "latch_test_bot"},
+		nextUpdateID: firstUpdateID,
+		chats:        map[int64]*chatState{},
+		sentIndex:    map[msgKey]int{},
+		callbacks:    map[string]bool{},
+		faults:       map[string][]Fault{},
+		calls:        map[string][]Call{},
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		panic(fmt.Sprintf("telegramtest: listen on loopback: %v", err))
+	}
+	s.srv = httptest.NewUnstartedServer(http.HandlerFunc(s.serve))
+	s.srv.Listener.Close()
+	s.srv.Listener = ln
+	s.srv.Start()
+	return s
+}
+
+// botID derives the bot's user id from the token ("<id>:<secret>") the way
+// Telegram's tokens carry it.
+func botID(token string) int64 {
+	id, _, _ := strings.Cut(token, ":")
+	if n, err := strconv.ParseInt(id, 10, 64); err == nil && n > 0 {
+		return n
+	}
+	return 1
+}
+
+// URL is the base URL to configure as the Bot API address (api_url).
+func (s *Server) URL() string { return s.srv.URL }
+
+// Close stops the server. Pending long polls answer at once; Wait calls
+// return ErrClosed.
+func (s *Server) Close() {
+	s.closeOnce.Do(func() {
+		close(s.done)
+		s.srv.CloseClientConnections()
+		s.srv.Close()
+	})
+}
+
+// notifyLocked wakes everything waiting for a state change. s.mu must be held.
+func (s *Server) notifyLocked() {
+	close(s.changed)
+	s.changed = make(chan struct{})
+}
+
+// handlerFunc answers one API method: a result to wrap in {"ok":true}, or an
+// API error.
+type handlerFunc func(ctx context.Context, p params) (any, *apiError)
+
+// handler maps a lower-cased method name to its canonical name and handler.
+func (s *Server) handler(method string) (string, handlerFunc) {
+	switch method {
+	case "getme":
+		return "getMe", s.getMe
+	case "getupdates":
+		return "getUpdates", s.getUpdates
+	case "sendmessage":
+		return "sendMessage", s.sendMessage
+	case "editmessagetext":
+		return "editMessageText", s.editMessageText
+	case "sendchataction":
+		return "sendChatAction", s.sendChatAction
+	case "setmycommands":
+		return "setMyCommands", s.setMyCommands
+	case "getmycommands":
+		return "getMyCommands", s.getMyCommands
+	case "answercallbackquery":
+		return "answerCallbackQuery", s.answerCallbackQuery
+	case "deletewebhook":
+		return "deleteWebhook", s.deleteWebhook
+	case "getwebhookinfo":
+		return "getWebhookInfo", s.getWebhookInfo
+	}
+	return "", nil
+}
+
+func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	token, method, ok := splitPath(r.URL.Path)
+	if !ok {
+		writeError(w, &apiError{code: http.StatusNotFound, desc: "Not Found"})
+		return
+	}
+	key := strings.ToLower(method)
+	p, perr := readParams(w, r)
+	f, faulty := s.admit(key, method, p, token == s.token)
+	if token != s.token {
+		writeError(w, &apiError{code: http.StatusUnauthorized, desc: "Unauthorized"})
+		return
+	}
+	if faulty && s.applyFault(w, r, f) {
+		return
+	}
+	_, h := s.handler(key)
+	if h == nil {
+		writeError(w, &apiError{code: http.StatusNotFound, desc: "Not Found"})
+		return
+	}
+	if perr != nil {
+		writeError(w, badRequest("can't parse request: %v", perr))
+		return
+	}
+	result, aerr := h(r.Context(), p)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	writeJSON(w, http.StatusOK, apiResponse{OK: true, Result: result})
+}
+
+// splitPath splits "/bot<token>/<method>".
+func splitPath(path string) (token, method string, ok bool) {
+	rest, ok := strings.CutPrefix(path, "/bot")
+	if !ok {
+		return "", "", false
+	}
+	token, method, ok = strings.Cut(rest, "/")
+	if !ok || token == "" || method == "" || strings.Contains(method, "/") {
+		return "", "", false
+	}
+	return token, method, true
+}
+
+// admit records a request and, for a valid token, takes the method's next
+// fault in the same step, so faults go to requests in arrival order.
+func (s *Server) admit(key, method string, p params, tokenOK bool) (Fault, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls[key] = append(s.calls[key], Call{Method: method, Params: p.clone(), Time: time.Now()})
+	s.notifyLocked()
+	if !tokenOK {
+		return Fault{}, false
+	}
+	return s.takeFaultLocked(key)
+}
+
+// params are a request's parameters, first value per name.
+type params map[string]string
+
+func (p params) clone() map[string]string {
+	out := make(map[string]string, len(p))
+	for k, v := range p {
+		out[k] = v
+	}
+	return out
+}
+
+// int returns the integer parameter key, or def when it is absent.
+func (p params) int(key string, def int64) (int64, *apiError) {
+	v, ok := p[key]
+	if !ok || v == "" {
+		return def, nil
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+	if err != nil {
+		return 0, badRequest("invalid %s specified", key)
+	}
+	return n, nil
+}
+
+func (p params) bool(key string) bool {
+	b, _ := strconv.ParseBool(p[key])
+	return b
+}
+
+// readParams merges the query string with a form-urlencoded, multipart or
+// JSON body, as the Bot API accepts all of them.
+func readParams(w http.ResponseWriter, r *http.Request) (params, error) {
+	r.Body = http.MaxBytesReader(w, r.Body, maxRequestBody)
+	p := params{}
+	for k, v := range r.URL.Query() {
+		p[k] = v[0]
+	}
+	mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	switch mt {
+	case "application/json":
+		var body map[string]json.RawMessage
+		if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
+			return p, fmt.Errorf("invalid JSON body: %w", err)
+		}
+		for k, raw := range body {
+			var str string
+			if json.Unmarshal(raw, &str) == nil {
+				p[k] = str
+			} else {
+				p[k] = string(raw)
+			}
+		}
+	case "multipart/form-data":
+		if err := r.ParseMultipartForm(maxRequestBody); err != nil {
+			return p, fmt.Errorf("invalid multipart body: %w", err)
+		}
+		for k, v := range r.MultipartForm.Value {
+			p[k] = v[0]
+		}
+	default:
+		if err := r.ParseForm(); err != nil {
+			return p, fmt.Errorf("invalid form body: %w", err)
+		}
+		for k, v := range r.PostForm {
+			p[k] = v[0]
+		}
+	}
+	return p, nil
+}
+
+// apiError is an error answer in Telegram's shape.
+type apiError struct {
+	code       int
+	desc       string
+	retryAfter int
+}
+
+func badRequest(format string, args ...any) *apiError {
+	return &apiError{code: http.StatusBadRequest, desc: "Bad Request: " + fmt.Sprintf(format, args...)}
+}
+
+type apiResponse struct {
+	OK          bool            `json:"ok"`
+	Result      any             `json:"result,omitempty"`
+	ErrorCode   int             `json:"error_code,omitempty"`
+	Description string          `json:"description,omitempty"`
+	Parameters  *responseParams `json:"parameters,omitempty"`
+}
+
+type responseParams struct {
+	RetryAfter int `json:"retry_after,omitempty"`
+}
+
+func writeError(w http.ResponseWriter, e *apiError) {
+	resp := apiResponse{ErrorCode: e.code, Description: e.desc}
+	if e.retryAfter > 0 {
+		resp.Parameters = &responseParams{RetryAfter: e.retryAfter}
+	}
+	writeJSON(w, e.code, resp)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	body, err := json.Marshal(v)
+	if err != nil {
+		status = http.StatusInternalServerError
+		body = []byte(`{"ok":false,"error_code":500,"description":"Internal Server Error"}`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
+}

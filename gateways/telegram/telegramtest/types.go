@@ -1,0 +1,165 @@
+package telegramtest
+
+import (
+	"time"
+)
+
+// User is a Telegram user as the Bot API serialises it.
+type User struct {
+	ID           int64  `json:"id"`
+	IsBot        bool   `json:"is_bot"`
+	FirstName    string `json:"first_name"`
+	LastName     string `json:"last_name,omitempty"`
+	Username     string `json:"username,omitempty"`
+	LanguageCode string `json:"language_code,omitempty"`
+}
+
+// Chat is a Telegram chat as the Bot API serialises it. Type is "private",
+// "group", "supergroup" or "channel".
+type Chat struct {
+	ID        int64  `json:"id"`
+	Type      string `json:"type"`
+	Title     string `json:"title,omitempty"`
+	Username  string `json:"username,omitempty"`
+	FirstName string `json:"first_name,omitempty"`
+	LastName  string `json:"last_name,omitempty"`
+}
+
+// Private returns the private chat between the bot and u. As on Telegram,
+// its id equals the user's id.
+func Private(u User) Chat {
+	return Chat{ID: u.ID, Type: "private", Username: u.Username, FirstName: u.FirstName, LastName: u.LastName}
+}
+
+// Group returns a basic group chat. Group ids are negative on Telegram; a
+// positive id is negated.
+func Group(id int64, title string) Chat {
+	if id > 0 {
+		id = -id
+	}
+	return Chat{ID: id, Type: "group", Title: title}
+}
+
+// Supergroup returns a supergroup chat. Supergroup ids look like
+// -100xxxxxxxxxx on Telegram; a positive id is turned into that form.
+func Supergroup(id int64, title string) Chat {
+	if id > 0 {
+		id = -(1_000_000_000_000 + id)
+	}
+	return Chat{ID: id, Type: "supergroup", Title: title}
+}
+
+// Channel returns a channel chat (negative id, like a supergroup).
+func Channel(id int64, title string) Chat {
+	c := Supergroup(id, title)
+	c.Type = "channel"
+	return c
+}
+
+// Entity is a formatting entity. Offset and Length count UTF-16 code units,
+// as on Telegram.
+type Entity struct {
+	Type     string `json:"type"`
+	Offset   int    `json:"offset"`
+	Length   int    `json:"length"`
+	URL      string `json:"url,omitempty"`
+	Language string `json:"language,omitempty"`
+}
+
+// Sent is one message the bot sent, as the server recorded it.
+type Sent struct {
+	// Method is the API method that created the message ("sendMessage").
+	Method string
+	// ChatID is the chat the message went to.
+	ChatID int64
+	// MessageID is the id the server assigned.
+	MessageID int
+	// Text is the text parameter exactly as the bot sent it, markup included.
+	Text string
+	// Plain is what the user sees: Text after entity parsing and trimming.
+	Plain string
+	// Entities are the formatting entities parsed out of Text.
+	Entities []Entity
+	// ParseMode is the parse_mode parameter ("" for plain text).
+	ParseMode string
+	// ReplyTo is reply_to_message_id, or 0.
+	ReplyTo int
+	// Params holds every request parameter, for anything not covered above.
+	Params map[string]string
+	// Edits lists later editMessageText calls on this message, oldest first.
+	Edits []Edit
+	// Time is when the server accepted the message.
+	Time time.Time
+}
+
+// Edit is one successful editMessageText call.
+type Edit struct {
+	Text      string
+	Plain     string
+	ParseMode string
+	Time      time.Time
+}
+
+// Call is one request the server received for a method.
+type Call struct {
+	// Method is the method name as the client spelled it.
+	Method string
+	// Params holds the request parameters (query, form, multipart or JSON).
+	Params map[string]string
+	// Time is when the request arrived.
+	Time time.Time
+}
+
+// Command is one entry of the bot's command list (setMyCommands).
+type Command struct {
+	Command     string `json:"command"`
+	Description string `json:"description"`
+}
+
+// Fault is a scripted misbehaviour of one method. Inject queues faults; each
+// request to the method takes the first queued fault. Fields combine: Delay
+// is applied first, then the first of Hangup, Malformed, Body and Status that
+// is set decides the answer. A Fault with only Delay set delays a normal
+// answer.
+type Fault struct {
+	// Status is the HTTP status and error_code of an error answer in
+	// Telegram's JSON shape.
+	Status int
+	// Description replaces the default description for Status.
+	Description string
+	// RetryAfter sets parameters.retry_after (seconds), as Telegram does on
+	// 429 Too Many Requests.
+	RetryAfter int
+	// Body is written verbatim instead of Telegram's JSON (a proxy's HTML
+	// error page, say), with Status (default 200).
+	Body string
+	// Malformed answers 200 with truncated, invalid JSON.
+	Malformed bool
+	// Hangup closes the connection without answering.
+	Hangup bool
+	// Delay holds the answer back; it ends early when the request is
+	// cancelled or the server closes.
+	Delay time.Duration
+	// Times is how many requests the fault applies to: 0 and 1 mean once, a
+	// negative number means until ClearFaults.
+	Times int
+}
+
+// Delivered identifies an inbound update pushed by the test.
+type Delivered struct {
+	UpdateID  int
+	MessageID int
+}
+
+// Incoming describes an inbound message for Deliver. From may be nil only for
+// channel posts.
+type Incoming struct {
+	Chat    Chat
+	From    *User
+	Text    string
+	Caption string
+	// ReplyTo is the id of a message in the same chat this one answers.
+	ReplyTo int
+	// Date defaults to now.
+	Date time.Time
+}

@@ -1,0 +1,297 @@
+package telegramtest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+	"unicode/utf16"
+)
+
+// queued is one unconfirmed update.
+type queued struct {
+	id  int
+	typ string // "message", "callback_query", … ("" if unknown)
+	raw json.RawMessage
+}
+
+// poller is the getUpdates request currently in progress; closing kick
+// terminates it with 409 Conflict.
+type poller struct {
+	kick chan struct{}
+}
+
+// Deliver pushes an inbound message, as if a user had sent it. Messages in
+// channels arrive as channel_post updates, all others as message updates.
+func (s *Server) Deliver(in Incoming) Delivered {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := s.chatLocked(in.Chat)
+	date := in.Date
+	if date.IsZero() {
+		date = time.Now()
+	}
+	var from *User
+	if in.From != nil {
+		u := *in.From // the caller may reuse its User
+		from = &u
+	}
+	m := c.add(&message{from: from, date: date.Unix(), text: in.Text, caption: in.Caption, replyTo: in.ReplyTo})
+	m.entities = commandEntities(in.Text)
+	typ := "message"
+	if in.Chat.Type == "channel" {
+		typ = "channel_post"
+	}
+	id := s.enqueueLocked(typ, map[string]any{typ: s.wireLocked(c, m, true)})
+	return Delivered{UpdateID: id, MessageID: m.id}
+}
+
+// SendText pushes a text message from a user in a chat and returns its
+// update id. Use Private, Group or Supergroup for the chat.
+func (s *Server) SendText(chat Chat, from User, text string) (updateID int) {
+	return s.Deliver(Incoming{Chat: chat, From: &from, Text: text}).UpdateID
+}
+
+// SendCallback pushes a callback query (an inline button press) on the bot's
+// message messageID in chat and returns its update id and query id.
+func (s *Server) SendCallback(chat Chat, from User, messageID int, data string) (updateID int, queryID string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := s.chatLocked(chat)
+	queryID = fmt.Sprintf("%d", 4_000_000+len(s.callbacks))
+	s.callbacks[queryID] = false
+	q := map[string]any{
+		"id":            queryID,
+		"from":          from,
+		"chat_instance": fmt.Sprintf("%d", chat.ID),
+		"data":          data,
+	}
+	if m := c.messages[messageID]; m != nil {
+		q["message"] = s.wireLocked(c, m, false)
+	}
+	return s.enqueueLocked("callback_query", map[string]any{"callback_query": q}), queryID
+}
+
+// PushUpdate queues a raw update, for tests of malformed or unusual updates.
+// raw must be valid JSON. If it is an object its update_id is set to the next
+// id; anything else is queued verbatim (and can only be confirmed past).
+func (s *Server) PushUpdate(raw json.RawMessage) (updateID int) {
+	if !json.Valid(raw) {
+		panic("telegramtest: PushUpdate needs valid JSON")
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var obj map[string]json.RawMessage
+	if json.Unmarshal(raw, &obj) != nil || obj == nil {
+		id := s.nextUpdateID
+		s.nextUpdateID++
+		s.queue = append(s.queue, queued{id: id, raw: slices.Clone(raw)})
+		s.notifyLocked()
+		return id
+	}
+	typ := ""
+	for k := range obj {
+		if k != "update_id" {
+			typ = k
+		}
+	}
+	fields := make(map[string]any, len(obj))
+	for k, v := range obj {
+		fields[k] = v
+	}
+	return s.enqueueLocked(typ, fields)
+}
+
+func (s *Server) enqueueLocked(typ string, fields map[string]any) int {
+	id := s.nextUpdateID
+	s.nextUpdateID++
+	fields["update_id"] = id
+	raw, err := json.Marshal(fields)
+	if err != nil {
+		panic(fmt.Sprintf("telegramtest: marshal update: %v", err))
+	}
+	s.queue = append(s.queue, queued{id: id, typ: typ, raw: raw})
+	s.notifyLocked()
+	return id
+}
+
+// commandEntities marks a leading /command the way Telegram does.
+func commandEntities(text string) []Entity {
+	if !strings.HasPrefix(text, "/") {
+		return nil
+	}
+	cmd, _, _ := strings.Cut(text, " ")
+	cmd, _, _ = strings.Cut(cmd, "\n")
+	return []Entity{{Type: "bot_command", Offset: 0, Length: len(utf16.Encode([]rune(cmd)))}}
+}
+
+// ConfirmedOffset is the highest offset a getUpdates call has confirmed (0
+// before any).
+func (s *Server) ConfirmedOffset() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.confirmed
+}
+
+// Pending is the number of updates not yet confirmed.
+func (s *Server) Pending() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.queue)
+}
+
+// Polling reports whether a getUpdates request is in progress (registered
+// as the bot's poller, typically waiting in a long poll).
+func (s *Server) Polling() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.poll != nil
+}
+
+// AllowedUpdates is the allowed_updates list last given to getUpdates.
+func (s *Server) AllowedUpdates() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.allowed)
+}
+
+// SetWebhook pretends a webhook is set: getUpdates then fails with 409 until
+// the bot calls deleteWebhook.
+func (s *Server) SetWebhook(url string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.webhook = url
+	s.notifyLocked()
+}
+
+// confirmLocked applies a getUpdates offset: a positive offset forgets every
+// update below it; a negative one keeps only the last -offset updates.
+func (s *Server) confirmLocked(offset int) {
+	switch {
+	case offset > 0:
+		i := 0
+		for i < len(s.queue) && s.queue[i].id < offset {
+			i++
+		}
+		s.queue = s.queue[i:]
+		s.confirmed = max(s.confirmed, offset)
+	case offset < 0 && len(s.queue) > -offset:
+		s.queue = s.queue[len(s.queue)+offset:]
+		s.confirmed = max(s.confirmed, s.queue[0].id)
+	}
+}
+
+// collectLocked returns up to limit deliverable updates, dropping those of a
+// type the bot did not ask for (Telegram never queues them).
+func (s *Server) collectLocked(limit int) []json.RawMessage {
+	if len(s.allowed) > 0 {
+		s.queue = slices.DeleteFunc(s.queue, func(q queued) bool {
+			return q.typ != "" && !slices.Contains(s.allowed, q.typ)
+		})
+	}
+	var out []json.RawMessage
+	for _, q := range s.queue {
+		if len(out) == limit {
+			break
+		}
+		out = append(out, q.raw)
+	}
+	return out
+}
+
+func (s *Server) getUpdates(ctx context.Context, p params) (any, *apiError) {
+	offset, err := p.int("offset", 0)
+	if err != nil {
+		return nil, err
+	}
+	limit, err := p.int("limit", 100)
+	if err != nil {
+		return nil, err
+	}
+	timeout, err := p.int("timeout", 0)
+	if err != nil {
+		return nil, err
+	}
+	limit = min(max(limit, 1), 100)
+	timeout = min(max(timeout, 0), 3600)
+	var allowed []string
+	if v := p["allowed_updates"]; v != "" && json.Unmarshal([]byte(v), &allowed) != nil {
+		return nil, badRequest("can't parse allowed updates")
+	}
+
+	me := &poller{kick: make(chan struct{})}
+	s.mu.Lock()
+	if s.webhook != "" {
+		s.mu.Unlock()
+		return nil, &apiError{code: http.StatusConflict, desc: conflictHook}
+	}
+	if s.poll != nil {
+		close(s.poll.kick)
+	}
+	s.poll = me
+	if p["allowed_updates"] != "" {
+		s.allowed = allowed
+	}
+	s.confirmLocked(int(offset))
+	s.notifyLocked()
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		if s.poll == me {
+			s.poll = nil
+			s.notifyLocked()
+		}
+		s.mu.Unlock()
+	}()
+	return s.longPoll(ctx, me, int(limit), time.Duration(timeout)*time.Second)
+}
+
+// longPoll waits until updates are deliverable or the wait ends.
+func (s *Server) longPoll(ctx context.Context, me *poller, limit int, wait time.Duration) (any, *apiError) {
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	expired := wait <= 0
+	for {
+		s.mu.Lock()
+		if s.instantEmpty {
+			s.mu.Unlock()
+			return json.RawMessage("[]"), nil
+		}
+		batch := s.collectLocked(limit)
+		changed := s.changed
+		s.mu.Unlock()
+		if len(batch) > 0 || expired {
+			return rawArray(batch), nil
+		}
+		select {
+		case <-changed:
+		case <-timer.C:
+			expired = true
+		case <-me.kick:
+			return nil, &apiError{code: http.StatusConflict, desc: conflictPoll}
+		case <-ctx.Done():
+			return nil, &apiError{code: http.StatusBadRequest, desc: "Bad Request: request cancelled"}
+		case <-s.done:
+			expired = true
+		}
+	}
+}
+
+func rawArray(items []json.RawMessage) json.RawMessage {
+	if len(items) == 0 {
+		return json.RawMessage("[]")
+	}
+	var b strings.Builder
+	b.WriteByte('[')
+	for i, it := range items {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.Write(it)
+	}
+	b.WriteByte(']')
+	return json.RawMessage(b.String())
+}
