@@ -145,12 +145,6 @@ func (d *Daemon) serve(ctx context.Context, ctl *control.Server, gws []gateways.
 			d.Log.Error("control socket stopped", "err", err)
 		}
 	})
-	wg.Go(func() {
-		if err := d.hub.Run(ctx); err != nil {
-			d.Log.Error("dispatcher stopped", "err", err)
-			cancel()
-		}
-	})
 	fatal := make(chan error, len(gws))
 	var started sync.WaitGroup
 	for _, g := range gws {
@@ -158,6 +152,14 @@ func (d *Daemon) serve(ctx context.Context, ctl *control.Server, gws []gateways.
 		wg.Go(func() { d.runGateway(ctx, g, &started, fatal) })
 	}
 	started.Wait()
+	// The dispatcher starts once the gateways could connect, so replies
+	// recovered from the inbox (interrupted notices) have somewhere to go.
+	wg.Go(func() {
+		if err := d.hub.Run(ctx); err != nil {
+			d.Log.Error("dispatcher stopped", "err", err)
+			cancel()
+		}
+	})
 	close(d.ready)
 	d.Log.Info("latch is running", "home", d.Config.Home, "gateways", len(gws), "version", d.Version)
 	var err error

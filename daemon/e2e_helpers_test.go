@@ -192,7 +192,7 @@ func (e *env) waitReply(chatID int64, want string) telegramtest.Sent {
 		return m.ChatID == chatID && strings.Contains(m.Plain, want)
 	})
 	if err != nil {
-		e.t.Fatalf("no reply to %d containing %q: %v\nsent: %s", chatID, want, err, e.describeSent())
+		e.t.Fatalf("no reply to %d containing %q: %v\nsent: %s\nlogs:\n%s", chatID, want, err, e.describeSent(), e.logs.String())
 	}
 	return m
 }

@@ -1,0 +1,159 @@
+package anthropictest
+
+import (
+	"net/http"
+	"slices"
+	"time"
+)
+
+// Reply is how the fake answers one request: a model turn streamed as
+// server-sent events, or an HTTP error. Build one with Text, ToolUse or a
+// fault constructor and refine it with the methods, which return a copy.
+type Reply struct {
+	blocks []block
+	stop   string
+	usage  *[2]int // input, output tokens
+
+	status     int // non-zero: answer with this HTTP error instead of a stream
+	errType    string
+	errMessage string
+	header     http.Header
+
+	delay time.Duration
+	halt  halt
+	pause pause
+	chunk int
+}
+
+type block struct {
+	tool  bool
+	text  string // text block
+	id    string // tool_use
+	name  string
+	input string
+}
+
+// pause holds the stream for d once `after` deltas have been sent.
+type pause struct {
+	on    bool
+	after int
+	d     time.Duration
+}
+
+type haltMode int
+
+const (
+	haltNone  haltMode = iota
+	haltCut            // drop the connection
+	haltEnd            // end the stream cleanly, without message_delta and message_stop
+	haltStall          // keep the connection open and send nothing more
+	haltError          // send an error event and end the stream
+)
+
+// halt interrupts the stream once `after` content_block_delta events have
+// been sent.
+type halt struct {
+	mode     haltMode
+	after    int
+	typ, msg string
+}
+
+// Text is a model turn that says s, streamed in several text_delta pieces,
+// with stop_reason "end_turn".
+func Text(s string) Reply { return Reply{}.AndText(s) }
+
+// ToolUse is a model turn that calls a tool, with its input (a JSON object)
+// streamed in several input_json_delta pieces, and stop_reason "tool_use".
+func ToolUse(id, name, input string) Reply { return Reply{}.AndToolUse(id, name, input) }
+
+// AndText adds a text block to the turn.
+func (r Reply) AndText(s string) Reply {
+	r.blocks = append(slices.Clip(r.blocks), block{text: s})
+	return r
+}
+
+// AndToolUse adds a tool_use block to the turn.
+func (r Reply) AndToolUse(id, name, input string) Reply {
+	r.blocks = append(slices.Clip(r.blocks), block{tool: true, id: id, name: name, input: input})
+	return r
+}
+
+// StopReason overrides the stop_reason ("tool_use" when the turn calls a
+// tool, else "end_turn").
+func (r Reply) StopReason(s string) Reply { r.stop = s; return r }
+
+// Usage sets the token counts reported (by default about a token per four
+// bytes of request body in, and one per content delta out).
+func (r Reply) Usage(in, out int) Reply { r.usage = &[2]int{in, out}; return r }
+
+// Chunk sets the size, in characters, of the text_delta pieces (default 5;
+// input_json_delta pieces are twice as long).
+func (r Reply) Chunk(n int) Reply { r.chunk = max(n, 1); return r }
+
+// Delay holds back the response — status line included — for d: a slow
+// first byte.
+func (r Reply) Delay(d time.Duration) Reply { r.delay = d; return r }
+
+// Header adds a response header.
+func (r Reply) Header(key, value string) Reply {
+	h := r.header.Clone()
+	if h == nil {
+		h = http.Header{}
+	}
+	h.Add(key, value)
+	r.header = h
+	return r
+}
+
+// CutAfter drops the connection without ending the stream once n
+// content_block_delta events have been sent (0: right after message_start).
+func (r Reply) CutAfter(n int) Reply { r.halt = halt{mode: haltCut, after: n}; return r }
+
+// EndAfter ends the response cleanly once n content_block_delta events have
+// been sent, so the stream lacks message_delta and message_stop.
+func (r Reply) EndAfter(n int) Reply { r.halt = halt{mode: haltEnd, after: n}; return r }
+
+// StallAfter stops sending once n content_block_delta events have been sent
+// and holds the connection open until the client goes away.
+func (r Reply) StallAfter(n int) Reply { r.halt = halt{mode: haltStall, after: n}; return r }
+
+// ErrorAfter sends an error event (as the API does when it is overloaded
+// mid-stream) once n content_block_delta events have been sent, and ends
+// the stream.
+func (r Reply) ErrorAfter(n int, errType, message string) Reply {
+	r.halt = halt{mode: haltError, after: n, typ: errType, msg: message}
+	return r
+}
+
+// PauseAfter stops for d once n content_block_delta events have been sent, sending
+// a ping event, as the API does while a model is slow, every 100ms meanwhile, then goes on.
+func (r Reply) PauseAfter(n int, d time.Duration) Reply {
+	r.pause = pause{on: true, after: n, d: d}
+	return r
+}
+
+// APIError answers with an HTTP error in the API's shape:
+// {"type":"error","error":{"type":errType,"message":message},"request_id":…}.
+func APIError(status int, errType, message string) Reply {
+	return Reply{status: status, errType: errType, errMessage: message}
+}
+
+// RateLimited answers 429 rate_limit_error with Retry-After (whole seconds,
+// rounded up; none if retryAfter is 0).
+func RateLimited(retryAfter time.Duration) Reply {
+	r := APIError(http.StatusTooManyRequests, "rate_limit_error",
+		"This request would exceed the rate limit for your organization of 50 requests per minute.")
+	if retryAfter > 0 {
+		secs := int((retryAfter + time.Second - 1) / time.Second)
+		r = r.Header("Retry-After", itoa(secs))
+	}
+	return r
+}
+
+// Overloaded answers 529 overloaded_error.
+func Overloaded() Reply { return APIError(529, "overloaded_error", "Overloaded") }
+
+// ServerError answers 500 api_error.
+func ServerError() Reply {
+	return APIError(http.StatusInternalServerError, "api_error", "Internal server error")
+}

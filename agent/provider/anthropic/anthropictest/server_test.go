@@ -1,0 +1,162 @@
+package anthropictest_test
+
+import (
+	"bufio"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/latchd/latch/agent/provider/anthropic/anthropictest"
+)
+
+const key = "sk-ant-fake-key"
+
+func post(t *testing.T, srv *anthropictest.Server, body string, header map[string]string) *http.Response {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, srv.URL()+"/v1/messages", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Anthropic-Version", "2023-06-01")
+	req.Header.Set("X-Api-Key", key)
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	return resp
+}
+
+type sse struct {
+	name string
+	data map[string]any
+}
+
+func readEvents(t *testing.T, r io.Reader) []sse {
+	t.Helper()
+	var out []sse
+	var name string
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case strings.HasPrefix(line, "event: "):
+			name = strings.TrimPrefix(line, "event: ")
+		case strings.HasPrefix(line, "data: "):
+			var d map[string]any
+			if err := json.Unmarshal([]byte(strings.TrimPrefix(line, "data: ")), &d); err != nil {
+				t.Fatalf("event %s: bad JSON: %v", name, err)
+			}
+			if d["type"] != name {
+				t.Errorf("event %s carries type %v", name, d["type"])
+			}
+			out = append(out, sse{name, d})
+		}
+	}
+	return out
+}
+
+const hello = `{"model":"m","max_tokens":10,"stream":true,"messages":[{"role":"user","content":"hi"}]}`
+
+func TestStreamShape(t *testing.T) {
+	t.Parallel()
+	srv := anthropictest.New(key)
+	defer srv.Close()
+	srv.Script(anthropictest.Text("Hello world").AndToolUse("toolu_1", "bash", `{"command":"ls -la"}`))
+	resp := post(t, srv, hello, nil)
+	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/event-stream") {
+		t.Fatalf("Content-Type = %q", ct)
+	}
+	evs := readEvents(t, resp.Body)
+	var names []string
+	var text, input strings.Builder
+	jsonPieces := 0
+	for _, e := range evs {
+		names = append(names, e.name)
+		if e.name == "content_block_delta" {
+			d := e.data["delta"].(map[string]any)
+			switch d["type"] {
+			case "text_delta":
+				text.WriteString(d["text"].(string))
+			case "input_json_delta":
+				input.WriteString(d["partial_json"].(string))
+				jsonPieces++
+			}
+		}
+	}
+	want := "message_start content_block_start ping content_block_delta content_block_delta content_block_delta content_block_stop content_block_start"
+	if got := strings.Join(names, " "); !strings.HasPrefix(got, want) || !strings.HasSuffix(got, "content_block_stop message_delta message_stop") {
+		t.Errorf("events = %s", got)
+	}
+	if text.String() != "Hello world" || input.String() != `{"command":"ls -la"}` || jsonPieces < 3 {
+		t.Errorf("text %q, input %q in %d pieces", text.String(), input.String(), jsonPieces)
+	}
+	md := evs[len(evs)-2].data
+	if md["delta"].(map[string]any)["stop_reason"] != "tool_use" {
+		t.Errorf("message_delta = %v, want stop_reason tool_use", md)
+	}
+}
+
+func TestErrorsInAPIShape(t *testing.T) {
+	t.Parallel()
+	srv := anthropictest.New(key)
+	defer srv.Close()
+	tests := []struct {
+		name    string
+		body    string
+		header  map[string]string
+		status  int
+		errType string
+		msg     string
+	}{
+		{"wrong key", hello, map[string]string{"X-Api-Key": "nope"}, 401, "authentication_error", "invalid x-api-key"},
+		{"bearer is accepted too", hello, map[string]string{"X-Api-Key": "", "Authorization": "Bearer " + key}, 400, "invalid_request_error", "no reply scripted"},
+		{"no version", hello, map[string]string{"Anthropic-Version": ""}, 400, "invalid_request_error", "anthropic-version"},
+		{"orphan tool_result", `{"model":"m","max_tokens":10,"stream":true,"messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_x","content":"out"}]}]}`,
+			nil, 400, "invalid_request_error", "unexpected `tool_use_id`"},
+		{"unanswered tool_use", `{"model":"m","max_tokens":10,"stream":true,"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":[{"type":"tool_use","id":"toolu_1","name":"bash","input":{}}]},{"role":"user","content":"well?"}]}`,
+			nil, 400, "invalid_request_error", "without `tool_result`"},
+		{"empty text", `{"model":"m","max_tokens":10,"stream":true,"messages":[{"role":"user","content":[{"type":"text","text":""}]}]}`,
+			nil, 400, "invalid_request_error", "non-empty"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			resp := post(t, srv, tt.body, tt.header)
+			var body struct {
+				Type  string `json:"type"`
+				Error struct {
+					Type, Message string
+				} `json:"error"`
+				RequestID string `json:"request_id"`
+			}
+			if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+				t.Fatal(err)
+			}
+			if resp.StatusCode != tt.status || body.Type != "error" || body.Error.Type != tt.errType ||
+				!strings.Contains(body.Error.Message, tt.msg) || body.RequestID == "" {
+				t.Errorf("got %d %+v, want %d %s containing %q", resp.StatusCode, body, tt.status, tt.errType, tt.msg)
+			}
+		})
+	}
+	if n := len(srv.Requests()); n != len(tests) {
+		t.Errorf("recorded %d requests, want %d", n, len(tests))
+	}
+}
+
+func TestRateLimitedHeader(t *testing.T) {
+	t.Parallel()
+	srv := anthropictest.New(key)
+	defer srv.Close()
+	srv.Script(anthropictest.RateLimited(1500 * time.Millisecond)) // rounds up to 2s
+	resp := post(t, srv, hello, nil)
+	if resp.StatusCode != 429 || resp.Header.Get("Retry-After") != "2" {
+		t.Errorf("got %d Retry-After %q, want 429 and 2", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+}

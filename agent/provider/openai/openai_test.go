@@ -1,0 +1,420 @@
+package openai_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	goopenai "github.com/sashabaranov/go-openai"
+
+	"github.com/latchd/latch/agent/provider"
+	"github.com/latchd/latch/agent/provider/openai"
+	"github.com/latchd/latch/agent/provider/openai/openaitest"
+)
+
+const (
+	testKey   = "sk-proj-TESTKEY-0123456789abcdef"
+	testModel = "gpt-test-1"
+)
+
+var bashSchema = json.RawMessage(`{"type":"object","properties":{"command":{"type":"string","description":"shell command"},"timeout":{"type":"integer"}},"required":["command"],"additionalProperties":false}`)
+
+// setup starts a fake and a client pointed at it; edit adjusts the config.
+func setup(t *testing.T, edit func(*openai.Config)) (*openai.Client, *openaitest.Server) {
+	t.Helper()
+	srv := openaitest.New(testKey)
+	t.Cleanup(srv.Close)
+	cfg := openai.Config{APIKey: testKey, BaseURL: srv.URL(), Model: testModel}
+	if edit != nil {
+		edit(&cfg)
+	}
+	c, err := openai.New(cfg)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	return c, srv
+}
+
+func ask(text string) provider.Request {
+	return provider.Request{
+		System:   "You are latch.",
+		Messages: []provider.Message{{Role: provider.RoleUser, Content: []provider.Block{{Type: provider.BlockText, Text: text}}}},
+	}
+}
+
+// deltas collects what onText receives.
+type deltas struct {
+	mu  sync.Mutex
+	got []string
+}
+
+func (d *deltas) add(s string) { d.mu.Lock(); d.got = append(d.got, s); d.mu.Unlock() }
+func (d *deltas) all() []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return append([]string(nil), d.got...)
+}
+
+func jsonEqual(t *testing.T, what string, got, want []byte) {
+	t.Helper()
+	var g, w any
+	if err := json.Unmarshal(got, &g); err != nil {
+		t.Fatalf("%s: %v in %s", what, err, got)
+	}
+	if err := json.Unmarshal(want, &w); err != nil {
+		t.Fatalf("%s: want: %v", what, err)
+	}
+	gb, _ := json.Marshal(g)
+	wb, _ := json.Marshal(w)
+	if !bytes.Equal(gb, wb) {
+		t.Errorf("%s = %s, want %s", what, gb, wb)
+	}
+}
+
+func TestStreamText(t *testing.T) {
+	t.Parallel()
+	c, srv := setup(t, nil)
+	const reply = "Hello! Here is a reply that arrives in several pieces."
+	srv.Script(openaitest.Text(reply).Usage(42, 17))
+
+	var d deltas
+	resp, err := c.Stream(t.Context(), ask("hi"), d.add)
+	if err != nil {
+		t.Fatalf("Stream: %v", err)
+	}
+	got := d.all()
+	if len(got) < 3 {
+		t.Errorf("got %d deltas, want the reply in several pieces: %q", len(got), got)
+	}
+	if joined := strings.Join(got, ""); joined != reply {
+		t.Errorf("deltas joined = %q, want %q", joined, reply)
+	}
+	if resp.Text() != reply || resp.StopReason != provider.StopEndTurn {
+		t.Errorf("response = %q (%s), want the reply and end_turn", resp.Text(), resp.StopReason)
+	}
+	if resp.Usage != (provider.Usage{InputTokens: 42, OutputTokens: 17}) {
+		t.Errorf("usage = %+v, want 42 in, 17 out", resp.Usage)
+	}
+
+	reqs := srv.Requests()
+	if len(reqs) != 1 {
+		t.Fatalf("fake got %d requests, want 1", len(reqs))
+	}
+	p := reqs[0].Params
+	if p.Model != testModel || !p.Stream {
+		t.Errorf("request model=%q stream=%v", p.Model, p.Stream)
+	}
+	if len(p.Messages) != 2 || p.Messages[0].Role != "system" || p.Messages[0].Text() != "You are latch." ||
+		p.Messages[1].Role != "user" || p.Messages[1].Text() != "hi" {
+		t.Errorf("messages = %+v, want the system prompt then the user's text", p.Messages)
+	}
+	if got := reqs[0].Header.Get("Authorization"); got != "Bearer "+testKey {
+		t.Errorf("Authorization = %q, want the configured key", got)
+	}
+	// Only fields every compatible server knows.
+	if got, want := reqs[0].Fields(), []string{"messages", "model", "stream", "stream_options"}; !slices.Equal(got, want) {
+		t.Errorf("request fields = %v, want %v", got, want)
+	}
+}
+
+func TestLocalServerWithoutKey(t *testing.T) {
+	t.Parallel()
+	srv := openaitest.New("") // like Ollama: no key needed
+	t.Cleanup(srv.Close)
+	c, err := openai.New(openai.Config{BaseURL: srv.URL(), Model: "llama3.2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Script(openaitest.Text("local reply"))
+	req := ask("hi")
+	req.MaxTokens = 256
+	resp, err := c.Stream(t.Context(), req, nil)
+	if err != nil || resp.Text() != "local reply" {
+		t.Fatalf("Stream = %q, %v", resp.Text(), err)
+	}
+	r := srv.Requests()[0]
+	if h := r.Header.Get("Authorization"); h != "" {
+		t.Errorf("Authorization = %q, want none with no key", h)
+	}
+	if r.Params.MaxTokens != 256 || r.Params.MaxCompletionTokens != 0 {
+		t.Errorf("max_tokens=%d max_completion_tokens=%d, want max_tokens 256", r.Params.MaxTokens, r.Params.MaxCompletionTokens)
+	}
+}
+
+func TestServerRefusingStreamOptions(t *testing.T) {
+	t.Parallel()
+	c, srv := setup(t, nil)
+	srv.RejectFields("stream_options")
+	srv.Script(openaitest.Text("first"), openaitest.Text("second"))
+	for _, want := range []string{"first", "second"} {
+		resp, err := c.Stream(t.Context(), ask("hi"), nil)
+		if err != nil || resp.Text() != want {
+			t.Fatalf("Stream = %q, %v; want %q", resp.Text(), err, want)
+		}
+	}
+	var with []bool
+	for _, r := range srv.Requests() {
+		with = append(with, slices.Contains(r.Fields(), "stream_options"))
+	}
+	if !slices.Equal(with, []bool{true, false, false}) {
+		t.Errorf("stream_options sent in requests: %v, want only the first (refused) one", with)
+	}
+}
+
+func TestReasoningModelGetsMaxCompletionTokens(t *testing.T) {
+	t.Parallel()
+	c, srv := setup(t, func(c *openai.Config) { c.Model = "gpt-5-mini" })
+	srv.Script(openaitest.Text("ok"))
+	req := ask("hi")
+	req.MaxTokens = 1000
+	if _, err := c.Stream(t.Context(), req, nil); err != nil {
+		t.Fatalf("Stream: %v", err)
+	}
+	p := srv.Requests()[0].Params
+	if p.MaxTokens != 0 || p.MaxCompletionTokens != 1000 {
+		t.Errorf("max_tokens=%d max_completion_tokens=%d, want max_completion_tokens 1000", p.MaxTokens, p.MaxCompletionTokens)
+	}
+}
+
+func TestSDKRefusalIsModelError(t *testing.T) {
+	t.Parallel()
+	// go-openai refuses tools with this reasoning model before sending.
+	c, srv := setup(t, func(c *openai.Config) { c.Model = goopenai.GPT6Sol })
+	req := ask("hi")
+	req.Tools = []provider.Tool{{Name: "bash", Schema: bashSchema}}
+	_, err := c.Stream(t.Context(), req, nil)
+	if !errors.Is(err, provider.ErrModel) {
+		t.Fatalf("err = %v, want ErrModel", err)
+	}
+	if msg := provider.Describe(err); !strings.Contains(msg, goopenai.GPT6Sol) {
+		t.Errorf("Describe = %q, want the model", msg)
+	}
+	if n := len(srv.Requests()); n != 0 {
+		t.Errorf("fake got %d requests, want none", n)
+	}
+}
+
+func TestToolUseRoundTrip(t *testing.T) {
+	t.Parallel()
+	c, srv := setup(t, nil)
+	input := `{"command":"ls -la /tmp","timeout":30}`
+	srv.Script(
+		openaitest.Text("Let me look.").AndToolUse("call_abc", "bash", input),
+		openaitest.Text("There are two files."),
+	)
+	req := ask("what is in /tmp?")
+	req.Tools = []provider.Tool{{Name: "bash", Description: "Run a shell command.", Schema: bashSchema}}
+
+	var d deltas
+	resp, err := c.Stream(t.Context(), req, d.add)
+	if err != nil {
+		t.Fatalf("Stream: %v", err)
+	}
+	if resp.StopReason != provider.StopToolUse {
+		t.Errorf("stop reason = %q, want tool_use", resp.StopReason)
+	}
+	if strings.Join(d.all(), "") != "Let me look." {
+		t.Errorf("deltas = %q, want only the text", d.all())
+	}
+	uses := resp.ToolUses()
+	if len(uses) != 1 || uses[0].ID != "call_abc" || uses[0].Name != "bash" {
+		t.Fatalf("tool uses = %+v, want one bash call call_abc", uses)
+	}
+	jsonEqual(t, "tool input", uses[0].Input, []byte(input))
+
+	tools := srv.Requests()[0].Params.Tools
+	if len(tools) != 1 || tools[0].Type != "function" || tools[0].Function.Name != "bash" || tools[0].Function.Description != "Run a shell command." {
+		t.Fatalf("tools sent = %+v, want the bash function", tools)
+	}
+	jsonEqual(t, "parameters", tools[0].Function.Parameters, bashSchema)
+
+	req.Messages = append(req.Messages,
+		provider.Message{Role: provider.RoleAssistant, Content: resp.Content},
+		provider.Message{Role: provider.RoleUser, Content: []provider.Block{
+			{Type: provider.BlockToolResult, ID: "call_abc", Text: "a.txt\nb.txt"},
+		}},
+	)
+	resp2, err := c.Stream(t.Context(), req, nil)
+	if err != nil {
+		t.Fatalf("second Stream: %v", err)
+	}
+	if resp2.Text() != "There are two files." {
+		t.Errorf("second reply = %q", resp2.Text())
+	}
+	msgs := srv.Requests()[1].Params.Messages
+	if len(msgs) != 4 {
+		t.Fatalf("second request has %d messages, want 4: %+v", len(msgs), msgs)
+	}
+	asst := msgs[2]
+	if asst.Role != "assistant" || asst.Text() != "Let me look." || len(asst.ToolCalls) != 1 {
+		t.Fatalf("assistant message sent back = %+v", asst)
+	}
+	tc := asst.ToolCalls[0]
+	if tc.ID != "call_abc" || tc.Type != "function" || tc.Function.Name != "bash" {
+		t.Errorf("tool call sent back = %+v", tc)
+	}
+	jsonEqual(t, "arguments sent back", []byte(tc.Function.Arguments), []byte(input))
+	if tool := msgs[3]; tool.Role != "tool" || tool.ToolCallID != "call_abc" || tool.Text() != "a.txt\nb.txt" {
+		t.Errorf("tool message = %+v (text %q), want the result for call_abc", tool, tool.Text())
+	}
+}
+
+func TestParallelToolCallsAndResults(t *testing.T) {
+	t.Parallel()
+	c, srv := setup(t, nil)
+	srv.Script(
+		openaitest.ToolUse("call_1", "read", `{"path":"a.txt"}`).AndToolUse("call_2", "read", `{"path":"b.txt"}`),
+		openaitest.Text("done"),
+	)
+	req := ask("read both")
+	req.Tools = []provider.Tool{{Name: "read", Schema: json.RawMessage(`{"type":"object","properties":{"path":{"type":"string"}}}`)}}
+	resp, err := c.Stream(t.Context(), req, nil)
+	if err != nil {
+		t.Fatalf("Stream: %v", err)
+	}
+	uses := resp.ToolUses()
+	if len(uses) != 2 || uses[0].ID != "call_1" || uses[1].ID != "call_2" {
+		t.Fatalf("tool uses = %+v, want call_1 and call_2 in order", uses)
+	}
+	jsonEqual(t, "second input", uses[1].Input, []byte(`{"path":"b.txt"}`))
+
+	req.Messages = append(req.Messages,
+		provider.Message{Role: provider.RoleAssistant, Content: resp.Content},
+		provider.Message{Role: provider.RoleUser, Content: []provider.Block{
+			{Type: provider.BlockToolResult, ID: "call_1", Text: "alpha"},
+			{Type: provider.BlockToolResult, ID: "call_2", Text: "no such file", IsError: true},
+			{Type: provider.BlockText, Text: "and be brief"},
+		}},
+	)
+	if _, err := c.Stream(t.Context(), req, nil); err != nil {
+		t.Fatalf("second Stream: %v", err)
+	}
+	msgs := srv.Requests()[1].Params.Messages
+	var roles []string
+	for _, m := range msgs {
+		roles = append(roles, m.Role)
+	}
+	if want := []string{"system", "user", "assistant", "tool", "tool", "user"}; !slices.Equal(roles, want) {
+		t.Fatalf("roles = %v, want %v", roles, want)
+	}
+	if msgs[2].Text() != "" || msgs[2].Content != nil {
+		t.Errorf("assistant content = %s, want none beside the tool calls", msgs[2].Content)
+	}
+	if msgs[4].ToolCallID != "call_2" || msgs[4].Text() != "Error: no such file" {
+		t.Errorf("failed tool message = %+v (%q), want the error marked", msgs[4], msgs[4].Text())
+	}
+	if msgs[5].Text() != "and be brief" {
+		t.Errorf("user text after the results = %q", msgs[5].Text())
+	}
+}
+
+func TestToolCallVariants(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name      string
+		reply     openaitest.Reply
+		wantIDs   []string
+		wantInput []string
+		wantStop  string
+	}{
+		{
+			name:      "whole calls without index",
+			reply:     openaitest.ToolUse("c1", "ls", `{"path":"."}`).AndToolUse("c2", "ls", `{"path":"/"}`).WholeToolCalls().NoToolCallIndex(),
+			wantIDs:   []string{"c1", "c2"},
+			wantInput: []string{`{"path":"."}`, `{"path":"/"}`},
+			wantStop:  provider.StopToolUse,
+		},
+		{
+			name:      "pieces without index",
+			reply:     openaitest.ToolUse("c1", "ls", `{"path":"some/long/path"}`).NoToolCallIndex(),
+			wantIDs:   []string{"c1"},
+			wantInput: []string{`{"path":"some/long/path"}`},
+			wantStop:  provider.StopToolUse,
+		},
+		{
+			name:      "finish_reason stop with tool calls",
+			reply:     openaitest.ToolUse("c1", "ls", `{}`).FinishReason("stop"),
+			wantIDs:   []string{"c1"},
+			wantInput: []string{`{}`},
+			wantStop:  provider.StopToolUse,
+		},
+		{
+			name:      "no id and no arguments",
+			reply:     openaitest.ToolUse("", "ls", "").WholeToolCalls(),
+			wantIDs:   []string{"call_0"},
+			wantInput: []string{`{}`},
+			wantStop:  provider.StopToolUse,
+		},
+		{
+			name:      "arguments that are not JSON",
+			reply:     openaitest.ToolUse("c1", "ls", `{"path": "unterminated`),
+			wantIDs:   []string{"c1"},
+			wantInput: []string{`"{\"path\": \"unterminated"`},
+			wantStop:  provider.StopToolUse,
+		},
+		{
+			name:      "cut by max tokens",
+			reply:     openaitest.Text("Long").FinishReason("length"),
+			wantStop:  provider.StopMaxTokens,
+			wantIDs:   nil,
+			wantInput: nil,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c, srv := setup(t, nil)
+			srv.Script(tt.reply)
+			resp, err := c.Stream(t.Context(), ask("go"), nil)
+			if err != nil {
+				t.Fatalf("Stream: %v", err)
+			}
+			if resp.StopReason != tt.wantStop {
+				t.Errorf("stop reason = %q, want %q", resp.StopReason, tt.wantStop)
+			}
+			uses := resp.ToolUses()
+			if len(uses) != len(tt.wantIDs) {
+				t.Fatalf("tool uses = %+v, want ids %v", uses, tt.wantIDs)
+			}
+			for i, u := range uses {
+				if u.ID != tt.wantIDs[i] || u.Name != "ls" {
+					t.Errorf("call %d = %s %s, want %s ls", i, u.ID, u.Name, tt.wantIDs[i])
+				}
+				if string(u.Input) != tt.wantInput[i] {
+					t.Errorf("call %d input = %s, want %s", i, u.Input, tt.wantInput[i])
+				}
+			}
+		})
+	}
+}
+
+// Arguments a model got wrong go back to it exactly as it sent them.
+func TestBadArgumentsRoundTrip(t *testing.T) {
+	t.Parallel()
+	c, srv := setup(t, nil)
+	bad := `{"path": "unterminated`
+	srv.Script(openaitest.ToolUse("c1", "ls", bad), openaitest.Text("sorry"))
+	req := ask("go")
+	resp, err := c.Stream(t.Context(), req, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Messages = append(req.Messages,
+		provider.Message{Role: provider.RoleAssistant, Content: resp.Content},
+		provider.Message{Role: provider.RoleUser, Content: []provider.Block{{Type: provider.BlockToolResult, ID: "c1", IsError: true}}},
+	)
+	if _, err := c.Stream(t.Context(), req, nil); err != nil {
+		t.Fatal(err)
+	}
+	msgs := srv.Requests()[1].Params.Messages
+	if got := msgs[2].ToolCalls[0].Function.Arguments; got != bad {
+		t.Errorf("arguments sent back = %q, want %q", got, bad)
+	}
+	if got := msgs[3].Text(); got != "Error: " {
+		t.Errorf("empty error result = %q, want the error marker", got)
+	}
+}

@@ -1,0 +1,116 @@
+package daemon
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/latchd/latch/config"
+)
+
+// childEnv marks a test binary started as a daemon by TestE2EKill9.
+const childEnv = "LATCH_TEST_DAEMON_CHILD"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(childEnv) == "1" {
+		os.Exit(runChild())
+	}
+	os.Exit(m.Run())
+}
+
+// runChild is a whole daemon in its own process, configured from the
+// environment like `latch run`, so the test can kill it with SIGKILL.
+func runChild() int {
+	home := os.Getenv(config.EnvHome)
+	cfg, err := config.Load(home)
+	if err != nil {
+		os.Stderr.WriteString(err.Error())
+		return 1
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	defer stop()
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	if err := New(cfg, log, "child").Run(ctx); err != nil {
+		return 1
+	}
+	return 0
+}
+
+// TestE2EKill9 kills the daemon process with SIGKILL in the middle of a
+// command, and again while messages wait in the platform's queue. After a
+// restart the command is reported, not re-run, and the waiting messages run
+// exactly once.
+func TestE2EKill9(t *testing.T) {
+	e := newEnv(t)
+	child := e.startChild()
+	e.pair()
+	marker := filepath.Join(e.home, "ran")
+	pidfile := filepath.Join(e.home, "pgid")
+	e.say(owner, "!echo $$ > "+pidfile+"; echo x >> "+marker+"; sleep 30")
+	waitFor(t, func() bool { b, _ := os.ReadFile(marker); return len(b) > 0 })
+	child.Process.Kill()
+	child.Wait()
+	// The orphaned command would finish on its own; do not leave it behind.
+	if b, err := os.ReadFile(pidfile); err == nil {
+		if pgid, _ := strconv.Atoi(strings.TrimSpace(string(b))); pgid > 1 {
+			syscall.Kill(-pgid, syscall.SIGKILL)
+		}
+	}
+	// Sent while no daemon runs: kept by the platform, handled after start.
+	e.say(owner, "!echo while-down")
+
+	e.startChild()
+	e.waitReply(owner.ID, "interrupted by a restart")
+	e.waitReply(owner.ID, "while-down")
+	e.say(owner, "!echo after")
+	e.waitReply(owner.ID, "after")
+	if b, _ := os.ReadFile(marker); string(b) != "x\n" {
+		t.Errorf("marker = %q: the interrupted command ran again", b)
+	}
+	n := 0
+	for _, m := range e.tg.SentTo(owner.ID) {
+		if strings.HasPrefix(m.Plain, "while-down") {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("message sent while down answered %d times:%s", n, e.describeSent())
+	}
+}
+
+// startChild runs the test binary as a daemon process on e's home and waits
+// until its control socket answers.
+func (e *env) startChild() *exec.Cmd {
+	e.t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), childEnv+"=1",
+		config.EnvHome+"="+e.home,
+		config.EnvTelegramToken+"="+testToken,
+		config.EnvTelegramAPIURL+"="+e.tg.URL())
+	cmd.Stderr = e.logs
+	if err := cmd.Start(); err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_, err := e.client().Status(ctx)
+		cancel()
+		if err == nil {
+			return cmd
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("child daemon not ready: %v\n%s", err, e.logs.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
