@@ -1,0 +1,109 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// cli runs latch with args and returns stdout, stderr and the exit code.
+func cli(t *testing.T, args ...string) (string, string, int) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code := Main(args, &out, &errOut)
+	return out.String(), errOut.String(), code
+}
+
+func testHome(t *testing.T) string {
+	t.Helper()
+	home := filepath.Join(t.TempDir(), "home")
+	t.Setenv("LATCH_HOME", home)
+	t.Setenv("LATCH_TELEGRAM_TOKEN", "")
+	t.Setenv("LATCH_TELEGRAM_API_URL", "")
+	return home
+}
+
+func TestInitIsIdempotent(t *testing.T) {
+	home := testHome(t)
+	out, _, code := cli(t, "init")
+	if code != 0 || !strings.Contains(out, "created") {
+		t.Fatalf("init: %d %q", code, out)
+	}
+	for path, want := range map[string]os.FileMode{home: 0o700, filepath.Join(home, "config.toml"): 0o600, filepath.Join(home, "secret"): 0o600} {
+		fi, err := os.Stat(path)
+		if err != nil || fi.Mode().Perm() != want {
+			t.Errorf("%s: %v, %v; want mode %o", path, fi.Mode().Perm(), err, want)
+		}
+	}
+	cfg := filepath.Join(home, "config.toml")
+	os.WriteFile(cfg, []byte("# mine\n"), 0o600)
+	out, _, code = cli(t, "init")
+	if b, _ := os.ReadFile(cfg); code != 0 || string(b) != "# mine\n" || !strings.Contains(out, "nothing changed") {
+		t.Errorf("second init: %d %q, config now %q", code, out, b)
+	}
+}
+
+func TestPairAndStatusWithoutDaemon(t *testing.T) {
+	home := testHome(t)
+	cli(t, "init")
+	if _, errOut, code := cli(t, "pair", "telegram"); code == 0 || !strings.Contains(errOut, "not configured") {
+		t.Errorf("pair without a token: %d %q", code, errOut)
+	}
+	t.Setenv("LATCH_TELEGRAM_TOKEN", "123456:TESTtokenVALUE")
+	out, errOut, code := cli(t, "pair", "telegram", "--json", "--ttl", "5m")
+	if code != 0 {
+		t.Fatalf("pair: %d %s", code, errOut)
+	}
+	var res struct {
+		Gateway, Code, Link string
+		ExpiresAt          time.Time `json:"expires_at"`
+	}
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("pair --json output %q: %v", out, err)
+	}
+	if res.Gateway != "telegram" || !regexp.MustCompile(`^[A-Z2-9]{4}-[A-Z2-9]{4}$`).MatchString(res.Code) {
+		t.Errorf("pair result = %+v", res)
+	}
+	if d := time.Until(res.ExpiresAt); d < 4*time.Minute || d > 5*time.Minute {
+		t.Errorf("expires in %v, want about 5m", d)
+	}
+	out, _, code = cli(t, "pair", "telegram")
+	if code != 0 || !strings.Contains(out, "/pair ") {
+		t.Errorf("pair text: %d %q", code, out)
+	}
+	out, _, code = cli(t, "status")
+	if code != exitNotRunner || !strings.Contains(out, "not running") || !strings.Contains(out, "pending") {
+		t.Errorf("status: %d %q", code, out)
+	}
+	out, _, code = cli(t, "unpair", "telegram")
+	if code != 0 || !strings.Contains(out, "was not paired") {
+		t.Errorf("unpair: %d %q", code, out)
+	}
+	if b, _ := os.ReadFile(filepath.Join(home, "latch.db")); bytes.Contains(b, []byte(strings.ReplaceAll(res.Code, "-", ""))) {
+		t.Error("the plain code is in the database")
+	}
+}
+
+func TestLooseConfigWithTokenRefused(t *testing.T) {
+	home := testHome(t)
+	cli(t, "init")
+	cfg := filepath.Join(home, "config.toml")
+	os.WriteFile(cfg, []byte("[telegram]\ntoken = \"123456:TESTtokenVALUE\"\n"), 0o600)
+	os.Chmod(cfg, 0o644)
+	_, errOut, code := cli(t, "run")
+	if code != exitConfig || !strings.Contains(errOut, "chmod 600") || strings.Contains(errOut, "TESTtokenVALUE") {
+		t.Errorf("run with a readable token file: %d %q", code, errOut)
+	}
+}
+
+func TestVersion(t *testing.T) {
+	out, _, code := cli(t, "version")
+	if code != 0 || !strings.HasPrefix(out, "latch ") {
+		t.Errorf("version: %d %q", code, out)
+	}
+}
