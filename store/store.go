@@ -35,9 +35,10 @@ var (
 	bucketCounters = []byte("counters")
 	bucketAudit    = []byte("audit")
 	bucketBots     = []byte("bots")
+	bucketSessions = []byte("sessions")
 
 	allBuckets = [][]byte{bucketMeta, bucketLatches, bucketPending, bucketCursors,
-		bucketInbox, bucketCounters, bucketAudit, bucketBots}
+		bucketInbox, bucketCounters, bucketAudit, bucketBots, bucketSessions}
 
 	keySchema = []byte("schema")
 )

@@ -1,0 +1,308 @@
+// Package agent is latch's embedded agent core: the loop that sends a chat
+// message to a language model, runs the tools it calls (asking the owner
+// first where the policy says so), and keeps each chat's conversation in the
+// store so it survives restarts. It knows nothing of any chat platform: it
+// reports what happens through Events, which the gateways render.
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/latchd/latch/agent/provider"
+	"github.com/latchd/latch/store"
+)
+
+// maxAgentsMD bounds the AGENTS.md added to the system prompt.
+const maxAgentsMD = 32 << 10
+
+// ErrMaxSteps ends a turn that used all its steps without a final answer.
+var ErrMaxSteps = errors.New("the agent reached its step limit")
+
+// Events receives what a turn does, in order, from the turn's goroutine.
+type Events interface {
+	// Text is a piece of the model's answer as it streams.
+	Text(delta string)
+	// ToolStarted and ToolFinished bracket one tool call.
+	ToolStarted(call ToolCall)
+	ToolFinished(call ToolCall, result ToolResult)
+	// Approval shows a request; the owner answers through Agent.Decide.
+	Approval(a Approval)
+	// File hands a workspace file to the chat.
+	File(f File) error
+	// Final is the answer of the step that ended the turn (its full text;
+	// the same text already went through Text).
+	Final(text string)
+}
+
+// ToolCall is one call the model made.
+type ToolCall struct {
+	ID, Name, Summary string
+}
+
+// ToolResult is how a call ended.
+type ToolResult struct {
+	Err      error // nil on success
+	Denied   bool  // the owner or the policy said no
+	Duration time.Duration
+}
+
+// Config wires an Agent.
+type Config struct {
+	Provider        provider.Provider // nil: no model configured
+	Model           string
+	MaxTokens       int
+	MaxSteps        int
+	ContextBudget   int
+	ApprovalTimeout time.Duration
+	Policy          Policy
+	Tools           *Toolbox
+	Store           *store.DB
+	Log             *slog.Logger
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// Agent runs turns for every chat.
+type Agent struct {
+	cfg       Config
+	approvals approvals
+
+	mu     sync.Mutex
+	always map[SessionKey]map[string]bool // tools approved for the session
+}
+
+// New returns an Agent for cfg, filling in defaults.
+func New(cfg Config) *Agent {
+	if cfg.MaxSteps <= 0 {
+		cfg.MaxSteps = 25
+	}
+	if cfg.ContextBudget <= 0 {
+		cfg.ContextBudget = 100_000
+	}
+	if cfg.ApprovalTimeout <= 0 {
+		cfg.ApprovalTimeout = 10 * time.Minute
+	}
+	if cfg.Policy == nil {
+		cfg.Policy = DefaultPolicy()
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	return &Agent{cfg: cfg, always: make(map[SessionKey]map[string]bool)}
+}
+
+// Enabled reports whether a model is configured.
+func (a *Agent) Enabled() bool { return a.cfg.Provider != nil }
+
+func (a *Agent) now() time.Time {
+	if a.cfg.Now != nil {
+		return a.cfg.Now()
+	}
+	return time.Now()
+}
+
+// Decide answers a pending approval of key's chat.
+func (a *Agent) Decide(key SessionKey, id string, d Decision) error {
+	return a.approvals.decide(key, id, d)
+}
+
+// Reset starts a fresh conversation for key.
+func (a *Agent) Reset(key SessionKey) error {
+	a.mu.Lock()
+	delete(a.always, key)
+	a.mu.Unlock()
+	return a.cfg.Store.Update(func(tx *store.Tx) error { return tx.DeleteSession(key.String()) })
+}
+
+// Turn runs one user message to the end: model, tools, model … until the
+// model answers without calling a tool, the step limit, an error, or ctx
+// ends (/stop). Every completed step is saved before the next begins.
+func (a *Agent) Turn(ctx context.Context, key SessionKey, text string, ev Events) error {
+	if a.cfg.Provider == nil {
+		return errors.New("no model is configured")
+	}
+	s, err := a.load(key)
+	if err != nil {
+		return err
+	}
+	s.Messages = append(s.Messages, provider.Message{Role: provider.RoleUser,
+		Content: []provider.Block{{Type: provider.BlockText, Text: text}}})
+	err = a.steps(ctx, key, s, ev)
+	if err != nil {
+		note := "(turn ended: " + provider.Describe(err) + ")"
+		if errors.Is(err, ErrMaxSteps) {
+			note = "(turn ended: the step limit was reached)"
+		} else if ctx.Err() != nil {
+			note = "(the owner stopped this turn)"
+		}
+		s.closeTurn(note)
+	}
+	if serr := a.save(key, s); serr != nil && err == nil {
+		err = serr
+	}
+	return err
+}
+
+func (a *Agent) steps(ctx context.Context, key SessionKey, s *session, ev Events) error {
+	for step := 0; step < a.cfg.MaxSteps; step++ {
+		req := provider.Request{
+			Model: a.cfg.Model, System: a.systemPrompt(), MaxTokens: a.cfg.MaxTokens,
+			Messages: trimmed(s.Messages, a.cfg.ContextBudget), Tools: a.cfg.Policy.Defs(),
+		}
+		resp, err := a.cfg.Provider.Stream(ctx, req, ev.Text)
+		a.count(s, resp.Usage)
+		if err != nil {
+			if t := resp.Text(); t != "" {
+				s.Messages = append(s.Messages, provider.Message{Role: provider.RoleAssistant,
+					Content: []provider.Block{{Type: provider.BlockText, Text: t}}})
+			}
+			return err
+		}
+		if len(resp.Content) == 0 {
+			resp.Content = []provider.Block{{Type: provider.BlockText, Text: "(no answer)"}}
+		}
+		s.Messages = append(s.Messages, provider.Message{Role: provider.RoleAssistant, Content: resp.Content})
+		uses := resp.ToolUses()
+		if len(uses) == 0 {
+			ev.Final(resp.Text())
+			return nil
+		}
+		if err := a.save(key, s); err != nil {
+			return err
+		}
+		results := make([]provider.Block, 0, len(uses))
+		for _, u := range uses {
+			results = append(results, a.callTool(ctx, key, u, ev))
+		}
+		s.Messages = append(s.Messages, provider.Message{Role: provider.RoleUser, Content: results})
+		if err := a.save(key, s); err != nil {
+			return err
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+	return ErrMaxSteps
+}
+
+func (a *Agent) count(s *session, u provider.Usage) {
+	if s.Tokens == nil {
+		s.Tokens = make(map[string]int)
+	}
+	s.Tokens[a.now().UTC().Format(time.DateOnly)] += u.InputTokens + u.OutputTokens
+}
+
+// callTool applies the policy, asks when it must, runs the tool and turns
+// the outcome into a tool_result block.
+func (a *Agent) callTool(ctx context.Context, key SessionKey, u provider.Block, ev Events) provider.Block {
+	call := ToolCall{ID: u.ID, Name: u.Name, Summary: Summary(u.Name, u.Input)}
+	result := func(text string, isErr bool) provider.Block {
+		return provider.Block{Type: provider.BlockToolResult, ID: u.ID, Text: text, IsError: isErr}
+	}
+	if ctx.Err() != nil {
+		return result("not run: the owner stopped the turn", true)
+	}
+	if reason, ok := a.permit(ctx, key, call, ev); !ok {
+		ev.ToolFinished(call, ToolResult{Denied: true, Err: errors.New(reason)})
+		return result(reason, true)
+	}
+	ev.ToolStarted(call)
+	start := a.now()
+	out, file, err := a.cfg.Tools.run(ctx, u.Name, u.Input)
+	if err == nil && file != nil {
+		err = ev.File(*file)
+	}
+	ev.ToolFinished(call, ToolResult{Err: err, Duration: a.now().Sub(start)})
+	if err != nil {
+		return result(err.Error(), true)
+	}
+	if out == "" {
+		out = "(no output)"
+	}
+	return result(out, false)
+}
+
+// permit says whether the call may run; when it may not, reason is what the
+// model is told.
+func (a *Agent) permit(ctx context.Context, key SessionKey, call ToolCall, ev Events) (reason string, ok bool) {
+	switch a.cfg.Policy.For(call.Name) {
+	case Allow:
+		return "", true
+	case Deny:
+		return "denied: the owner's policy does not allow " + call.Name, false
+	}
+	a.mu.Lock()
+	always := a.always[key][call.Name]
+	a.mu.Unlock()
+	if always {
+		return "", true
+	}
+	id, ch := a.approvals.add(key)
+	defer a.approvals.remove(id)
+	ev.Approval(Approval{ID: id, Tool: call.Name, Summary: call.Summary})
+	timer := time.NewTimer(a.cfg.ApprovalTimeout)
+	defer timer.Stop()
+	select {
+	case d := <-ch:
+		switch d {
+		case Always:
+			a.mu.Lock()
+			if a.always[key] == nil {
+				a.always[key] = make(map[string]bool)
+			}
+			a.always[key][call.Name] = true
+			a.mu.Unlock()
+			return "", true
+		case Approve:
+			return "", true
+		}
+		return "denied: the owner declined this call", false
+	case <-timer.C:
+		return fmt.Sprintf("denied: the owner did not answer within %v", a.cfg.ApprovalTimeout), false
+	case <-ctx.Done():
+		return "not run: the owner stopped the turn", false
+	}
+}
+
+func (a *Agent) systemPrompt() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "You are latch, an assistant running on the owner's %s machine. "+
+		"The owner talks to you from a chat app on their phone, so keep answers short and use plain Markdown. "+
+		"Your tools act on the workspace %s as the owner's user account; paths are relative to it. "+
+		"Some tool calls need the owner's approval; if one is denied, do not retry it blindly. Today is %s.",
+		runtime.GOOS, a.cfg.Tools.Workspace.Dir(), a.now().Format("Monday, 2 January 2006"))
+	if _, text, err := a.cfg.Tools.Workspace.ReadAll("AGENTS.md", maxAgentsMD); err == nil {
+		b.WriteString("\n\nThe workspace's AGENTS.md (instructions from the owner):\n")
+		b.Write(text)
+	}
+	return b.String()
+}
+
+// Status describes a chat's session for /status.
+type Status struct {
+	Provider, Model string
+	Messages        int
+	TokensToday     int
+}
+
+// Status reports on key's session.
+func (a *Agent) Status(key SessionKey) (Status, error) {
+	st := Status{Model: a.cfg.Model, Provider: "none"}
+	if a.cfg.Provider != nil {
+		st.Provider = a.cfg.Provider.Name()
+	}
+	s, err := a.load(key)
+	if err != nil {
+		return st, err
+	}
+	st.Messages = len(s.Messages)
+	st.TokensToday = s.Tokens[a.now().UTC().Format(time.DateOnly)]
+	return st, nil
+}

@@ -1,0 +1,89 @@
+package agent
+
+import (
+	"crypto/rand"
+	"errors"
+	"strings"
+	"sync"
+)
+
+// Decision is the owner's answer to an approval request.
+type Decision string
+
+// Decisions. Always approves and stops asking for that tool for the rest of
+// the session.
+const (
+	Approve Decision = "approve"
+	DenyIt  Decision = "deny"
+	Always  Decision = "always"
+)
+
+// ErrNoApproval is returned by Decide for an id that is unknown, expired,
+// already decided or belongs to another chat.
+var ErrNoApproval = errors.New("no such pending approval (it may have expired)")
+
+// Approval is a tool call waiting for the owner.
+type Approval struct {
+	ID      string
+	Tool    string
+	Summary string
+}
+
+type pending struct {
+	key SessionKey
+	ch  chan Decision
+}
+
+// approvals holds the calls waiting for a decision.
+type approvals struct {
+	mu      sync.Mutex
+	waiting map[string]pending
+}
+
+// add registers a new request for key and returns its id and channel.
+func (p *approvals) add(key SessionKey) (string, chan Decision) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.waiting == nil {
+		p.waiting = make(map[string]pending)
+	}
+	id := newID()
+	for p.waiting[id].ch != nil {
+		id = newID()
+	}
+	ch := make(chan Decision, 1)
+	p.waiting[id] = pending{key: key, ch: ch}
+	return id, ch
+}
+
+func (p *approvals) remove(id string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.waiting, id)
+}
+
+// decide delivers d to the request id of key, once.
+func (p *approvals) decide(key SessionKey, id string, d Decision) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	id = strings.ToLower(strings.TrimSpace(id))
+	w, ok := p.waiting[id]
+	if !ok || w.key != key {
+		return ErrNoApproval
+	}
+	delete(p.waiting, id)
+	w.ch <- d
+	return nil
+}
+
+// newID is a short opaque id (5 symbols of base32, lower case) that fits
+// Telegram's callback data and is easy to type.
+func newID() string {
+	const alphabet = "abcdefghijkmnpqrstuvwxyz23456789"
+	b := make([]byte, 5)
+	rand.Read(b)
+	for i := range b {
+		b[i] = alphabet[int(b[i])%len(alphabet)]
+	}
+	return string(b)
+}
