@@ -6,27 +6,29 @@ import (
 	"strings"
 	"time"
 
+	"github.com/latchd/latch/agent"
 	"github.com/latchd/latch/store"
 )
 
 // HelpText lists what the latched chat can do.
 const HelpText = "latch — commands\n" +
+	"  <text>      talk to the agent (when a model is configured)\n" +
 	"  !<command>  run a shell command in the workspace (e.g. !uptime)\n" +
+	"  /new        start a fresh conversation\n" +
+	"  /approve <id> · /always <id> · /deny <id>  answer an approval request\n" +
 	"  /stop       stop what is running\n" +
 	"  /status     what is running and how latch is doing\n" +
 	"  /help       this list"
 
-// MsgNoAgent answers plain text while no model is configured.
-const MsgNoAgent = "No model is configured, so plain text has nowhere to go yet. " +
-	"Run a shell command with !<command>, e.g. !uptime. /help lists commands."
-
 // immediate answers the commands that must not queue behind a running job.
 // ok is false for anything that should queue.
 func (h *Hub) immediate(e store.Entry) (reply string, ok bool) {
-	name, _ := splitCommand(e.Text)
+	name, arg := splitCommand(e.Text)
 	switch name {
-	case "":
+	case "", "new":
 		return "", false
+	case "approve", "deny", "always":
+		return h.decide(e, name, arg), true
 	case "stop":
 		return h.stop(chatKey{e.Gateway, e.ChatID}), true
 	case "status":
@@ -70,6 +72,16 @@ func (h *Hub) statusText(gateway string, key chatKey) string {
 		return err
 	})
 	fmt.Fprintf(&b, "handled: %d messages", handled)
+	if h.cfg.Agent != nil {
+		st, err := h.cfg.Agent.Status(agent.SessionKey{Gateway: key.gateway, Chat: key.chatID})
+		if err == nil {
+			fmt.Fprintf(&b, "\nmodel: %s", st.Provider)
+			if st.Model != "" {
+				fmt.Fprintf(&b, " · %s", st.Model)
+			}
+			fmt.Fprintf(&b, "\nsession: %d messages · %d tokens today", st.Messages, st.TokensToday)
+		}
+	}
 	return b.String()
 }
 
@@ -82,14 +94,15 @@ func (h *Hub) handle(ctx context.Context, c *chat, e store.Entry) {
 		h.finish(e, false)
 	case strings.HasPrefix(strings.TrimSpace(e.Text), "!"):
 		h.runCommand(ctx, c, e)
-	default:
-		h.send(ctx, e.Gateway, e.ChatID, Reply{Text: MsgNoAgent, ReplyTo: e.MessageID})
+	case isCommand(e.Text, "new"):
+		h.send(ctx, e.Gateway, e.ChatID, Reply{Text: h.newSession(e), ReplyTo: e.MessageID})
 		h.finish(e, true)
+	default:
+		h.runTurn(ctx, c, e)
 	}
 }
 
-// runCommand marks the entry running before it starts, so a crash from here
-// on is reported after the restart instead of running the command again.
+// runCommand runs a !command in the shell and replies with its output.
 func (h *Hub) runCommand(ctx context.Context, c *chat, e store.Entry) {
 	command := strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(e.Text), "!"))
 	if command == "" {
@@ -97,20 +110,32 @@ func (h *Hub) runCommand(ctx context.Context, c *chat, e store.Entry) {
 		h.finish(e, true)
 		return
 	}
+	h.runJob(ctx, c, e, command, func(jobCtx context.Context) {
+		h.log.Info("running command", "gateway", e.Gateway, "seq", e.Seq)
+		out := h.cfg.Shell(jobCtx, command)
+		if ctx.Err() == nil {
+			h.send(ctx, e.Gateway, e.ChatID, Reply{Text: out, Pre: true, ReplyTo: e.MessageID})
+		}
+	})
+}
+
+// runJob marks the entry running before work starts, so a crash from here
+// on is reported after the restart instead of running it again; /stop
+// cancels the job's context.
+func (h *Hub) runJob(ctx context.Context, c *chat, e store.Entry, what string, work func(jobCtx context.Context)) {
 	if err := h.cfg.Store.Update(func(tx *store.Tx) error { return tx.SetInboxState(e.Seq, store.Running) }); err != nil {
-		h.log.Error("marking command running failed; not run", "seq", e.Seq, "err", err)
+		h.log.Error("marking job running failed; not run", "seq", e.Seq, "err", err)
 		return
 	}
 	jobCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	h.mu.Lock()
-	c.running = &job{text: command, started: time.Now(), cancel: cancel}
+	c.running = &job{text: what, started: time.Now(), cancel: cancel}
 	h.mu.Unlock()
 	if t, ok := h.gateways[e.Gateway].(interface{ Typing(context.Context, string) }); ok {
 		t.Typing(ctx, e.ChatID)
 	}
-	h.log.Info("running command", "gateway", e.Gateway, "seq", e.Seq)
-	out := h.cfg.Shell(jobCtx, command)
+	work(jobCtx)
 	h.mu.Lock()
 	c.running = nil
 	h.mu.Unlock()
@@ -119,8 +144,23 @@ func (h *Hub) runCommand(ctx context.Context, c *chat, e store.Entry) {
 		// the chat it was interrupted rather than running it again.
 		return
 	}
-	h.send(ctx, e.Gateway, e.ChatID, Reply{Text: out, Pre: true, ReplyTo: e.MessageID})
 	h.finish(e, true)
+}
+
+func (h *Hub) newSession(e store.Entry) string {
+	if h.cfg.Agent == nil {
+		return "There is no agent session to reset (no model is configured)."
+	}
+	if err := h.cfg.Agent.Reset(agent.SessionKey{Gateway: e.Gateway, Chat: e.ChatID}); err != nil {
+		h.log.Error("resetting session", "err", err)
+		return "Could not start a new session; see the daemon's log."
+	}
+	return "New session: the conversation so far is forgotten."
+}
+
+func isCommand(text, name string) bool {
+	n, _ := splitCommand(text)
+	return n == name
 }
 
 func clip(s string, n int) string {

@@ -40,7 +40,9 @@ type Config struct {
 	// AllowGroups lists gateways whose group chats may pair.
 	AllowGroups map[string]bool
 	Shell       Shell
-	Log         *slog.Logger
+	// Agent answers plain text; nil or disabled means no model.
+	Agent Agent
+	Log   *slog.Logger
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }

@@ -1,0 +1,142 @@
+package gateways
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/latchd/latch/agent"
+	"github.com/latchd/latch/agent/provider"
+	"github.com/latchd/latch/store"
+)
+
+// Agent is what the Hub needs of the agent core.
+type Agent interface {
+	Enabled() bool
+	Turn(ctx context.Context, key agent.SessionKey, text string, ev agent.Events) error
+	Decide(key agent.SessionKey, id string, d agent.Decision) error
+	Reset(key agent.SessionKey) error
+	Status(key agent.SessionKey) (agent.Status, error)
+}
+
+// FileSender is implemented by gateways that can deliver files.
+type FileSender interface {
+	SendFile(ctx context.Context, chatID string, f agent.File, replyTo string) error
+}
+
+// TurnRenderer is implemented by gateways that render a turn themselves
+// (streaming edits, buttons). Others get the Hub's plain-message rendering.
+type TurnRenderer interface {
+	RenderTurn(ctx context.Context, chatID, replyTo string) agent.Events
+}
+
+// MsgNoModel explains how to give plain text somewhere to go.
+const MsgNoModel = "No model is configured, so plain text has nowhere to go. " +
+	"Add one in config.toml, e.g.\n[agent]\nprovider = \"anthropic\"  # or \"openai\" for any OpenAI-compatible server\n" +
+	"api_key_file = \"~/.anthropic-key\"\nthen restart latch. Meanwhile !<command> runs a shell command."
+
+// runTurn hands plain text to the agent. Like a command it is marked
+// running first: a crash from here on is reported after the restart, never
+// re-run.
+func (h *Hub) runTurn(ctx context.Context, c *chat, e store.Entry) {
+	if h.cfg.Agent == nil || !h.cfg.Agent.Enabled() {
+		h.send(ctx, e.Gateway, e.ChatID, Reply{Text: MsgNoModel, ReplyTo: e.MessageID})
+		h.finish(e, true)
+		return
+	}
+	h.runJob(ctx, c, e, clip(e.Text, 80), func(jobCtx context.Context) {
+		key := agent.SessionKey{Gateway: e.Gateway, Chat: e.ChatID}
+		ev := h.events(ctx, e)
+		err := h.cfg.Agent.Turn(jobCtx, key, e.Text, ev)
+		if err == nil || ctx.Err() != nil {
+			return
+		}
+		h.log.Warn("agent turn ended with an error", "gateway", e.Gateway, "err", err)
+		h.send(ctx, e.Gateway, e.ChatID, Reply{Text: turnError(err, jobCtx), ReplyTo: e.MessageID})
+	})
+}
+
+func turnError(err error, jobCtx context.Context) string {
+	switch {
+	case jobCtx.Err() != nil:
+		return "Stopped."
+	case errors.Is(err, agent.ErrMaxSteps):
+		return "I stopped: the step limit was reached before a final answer. Say \"continue\" to go on."
+	}
+	return provider.Describe(err)
+}
+
+func (h *Hub) events(ctx context.Context, e store.Entry) agent.Events {
+	if r, ok := h.gateways[e.Gateway].(TurnRenderer); ok {
+		return r.RenderTurn(ctx, e.ChatID, e.MessageID)
+	}
+	return &plainEvents{h: h, ctx: ctx, gateway: e.Gateway, chatID: e.ChatID, replyTo: e.MessageID}
+}
+
+// plainEvents renders a turn as ordinary messages: one line per tool call,
+// approval requests with their text commands, and the final answer.
+type plainEvents struct {
+	h                        *Hub
+	ctx                      context.Context
+	gateway, chatID, replyTo string
+	mu                       sync.Mutex
+}
+
+func (p *plainEvents) say(text string) {
+	p.h.send(p.ctx, p.gateway, p.chatID, Reply{Text: text})
+}
+
+func (p *plainEvents) Text(string) {}
+
+func (p *plainEvents) ToolStarted(c agent.ToolCall) {
+	p.say(fmt.Sprintf("⚙ %s: %s", c.Name, c.Summary))
+}
+
+func (p *plainEvents) ToolFinished(c agent.ToolCall, r agent.ToolResult) {
+	if r.Err != nil {
+		p.say(fmt.Sprintf("✗ %s: %s", c.Name, clip(r.Err.Error(), 200)))
+	}
+}
+
+func (p *plainEvents) Approval(a agent.Approval) {
+	p.say(fmt.Sprintf("🔐 Allow %s?\n%s\n\n/approve %s · /always %s · /deny %s", a.Tool, a.Summary, a.ID, a.ID, a.ID))
+}
+
+func (p *plainEvents) File(f agent.File) error {
+	fs, ok := p.h.gateways[p.gateway].(FileSender)
+	if !ok {
+		return errors.New("this chat gateway cannot send files yet")
+	}
+	return fs.SendFile(p.ctx, p.chatID, f, p.replyTo)
+}
+
+func (p *plainEvents) Final(text string) {
+	if strings.TrimSpace(text) == "" {
+		return
+	}
+	p.h.send(p.ctx, p.gateway, p.chatID, Reply{Text: text, ReplyTo: p.replyTo})
+}
+
+// decide answers "/approve ID", "/deny ID" and "/always ID".
+func (h *Hub) decide(e store.Entry, name, id string) string {
+	if h.cfg.Agent == nil {
+		return "Nothing is waiting for approval."
+	}
+	d := map[string]agent.Decision{"approve": agent.Approve, "deny": agent.DenyIt, "always": agent.Always}[name]
+	if id == "" {
+		return "Usage: /" + name + " <id> (the id is in the approval request)"
+	}
+	key := agent.SessionKey{Gateway: e.Gateway, Chat: e.ChatID}
+	if err := h.cfg.Agent.Decide(key, id, d); err != nil {
+		return "That approval has expired or was already answered."
+	}
+	switch d {
+	case agent.Approve:
+		return "Approved."
+	case agent.Always:
+		return "Approved, and allowed for the rest of this session."
+	}
+	return "Denied."
+}
