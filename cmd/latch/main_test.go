@@ -61,7 +61,7 @@ func TestPairAndStatusWithoutDaemon(t *testing.T) {
 	}
 	var res struct {
 		Gateway, Code, Link string
-		ExpiresAt          time.Time `json:"expires_at"`
+		ExpiresAt           time.Time `json:"expires_at"`
 	}
 	if err := json.Unmarshal([]byte(out), &res); err != nil {
 		t.Fatalf("pair --json output %q: %v", out, err)
