@@ -2,7 +2,8 @@
 // ~/.latch): finding it, creating it (latch init), loading and validating
 // config.toml with environment overrides, the HMAC key file, and the
 // ownership and permission checks that keep the bot token and the key private
-// to the user latch runs as.
+// to the user latch runs as. The model provider's API key is held to the
+// same rules as the bot token.
 //
 // Loading is strict on purpose: an unknown or misspelt key is an error, not a
 // silently ignored line, because a typo in a security setting must not turn
@@ -108,12 +109,6 @@ func redactedToken(tok string) string {
 		return "unset"
 	}
 	return "[redacted]"
-}
-
-// AgentConfig configures the agent core.
-type AgentConfig struct {
-	Workspace   string        // absolute; default $LATCH_HOME/workspace
-	BashTimeout time.Duration // default 60s; in TOML a duration string ("60s")
 }
 
 // SocketPath is the local control API socket inside home.

@@ -85,18 +85,32 @@ func TestEnabled(t *testing.T) {
 }
 
 // TestConfigPrintingHidesToken covers the ways a config typically ends up in
-// a log: fmt verbs and slog's text and JSON handlers.
+// a log: fmt verbs and slog's text and JSON handlers. The API key is held to
+// the same rule as the token.
 func TestConfigPrintingHidesToken(t *testing.T) {
-	cfg := &Config{Home: "/h", Telegram: TelegramConfig{Token: testToken, TokenSource: SourceEnv, APIURL: "https://x"}}
+	agent := testDefaults("/h").Agent
+	agent.Provider, agent.APIKey, agent.APIKeySource = "openai", testOpenAIKey, SourceAPIKey
+	agent.BaseURL = "https://gw.example/v1"
+	cfg := &Config{Home: "/h", Telegram: TelegramConfig{Token: testToken, TokenSource: SourceEnv, APIURL: "https://x"},
+		Agent: agent}
 	var outs []string
 	for _, verb := range []string{"%v", "%+v", "%#v", "%s"} {
-		outs = append(outs, fmt.Sprintf(verb, cfg), fmt.Sprintf(verb, *cfg), fmt.Sprintf(verb, cfg.Telegram))
+		outs = append(outs, fmt.Sprintf(verb, cfg), fmt.Sprintf(verb, *cfg), fmt.Sprintf(verb, cfg.Telegram),
+			fmt.Sprintf(verb, cfg.Agent), fmt.Sprintf(verb, &cfg.Agent))
 	}
 	var buf bytes.Buffer
-	slog.New(slog.NewTextHandler(&buf, nil)).Info("x", "cfg", cfg, "tg", cfg.Telegram)
-	slog.New(slog.NewJSONHandler(&buf, nil)).Info("x", "cfg", cfg, "tg", cfg.Telegram)
-	if !strings.Contains(buf.String(), "tg.token=[redacted] tg.token_source=LATCH_TELEGRAM_TOKEN") {
-		t.Errorf("slog text output lacks the structured telegram fields:\n%s", buf.String())
+	slog.New(slog.NewTextHandler(&buf, nil)).Info("x", "cfg", cfg, "tg", cfg.Telegram, "ag", cfg.Agent)
+	slog.New(slog.NewJSONHandler(&buf, nil)).Info("x", "cfg", cfg, "tg", cfg.Telegram, "ag", cfg.Agent)
+	for _, want := range []string{
+		"tg.token=[redacted] tg.token_source=LATCH_TELEGRAM_TOKEN",
+		"ag.api_key=[redacted] ag.api_key_source=agent.api_key",
+		"ag.base_url=https://gw.example/v1",
+		"ag.permissions.bash=ask",
+		`"api_key":"[redacted]"`,
+	} {
+		if !strings.Contains(buf.String(), want) {
+			t.Errorf("slog output lacks %s:\n%s", want, buf.String())
+		}
 	}
 	outs = append(outs, buf.String())
 	js, err := json.Marshal(cfg)
@@ -105,12 +119,21 @@ func TestConfigPrintingHidesToken(t *testing.T) {
 	}
 	outs = append(outs, string(js))
 	for _, out := range outs {
-		if strings.Contains(out, testToken[10:]) {
-			t.Errorf("output contains the token: %s", out)
+		for _, secret := range []string{testToken[10:], testOpenAIKey[9:]} {
+			if strings.Contains(out, secret) {
+				t.Errorf("output contains a secret (%.4s…): %s", secret, out)
+			}
 		}
 	}
 	if s := cfg.Telegram.String(); !strings.Contains(s, "Token:[redacted]") || !strings.Contains(s, `APIURL:"https://x"`) {
 		t.Errorf("String() = %s, want the token redacted and the rest shown", s)
+	}
+	if s := cfg.Agent.String(); !strings.Contains(s, "APIKey:[redacted]") || !strings.Contains(s, `Provider:"openai"`) ||
+		!strings.Contains(s, "Permissions:map[bash:ask") {
+		t.Errorf("AgentConfig.String() = %s, want the key redacted and the rest shown", s)
+	}
+	if s := (AgentConfig{}).String(); !strings.Contains(s, "APIKey:unset") {
+		t.Errorf("AgentConfig{}.String() = %s, want APIKey:unset", s)
 	}
 }
 
@@ -123,8 +146,13 @@ func TestTemplateDocumentsEveryKey(t *testing.T) {
 		for f := range typ.Fields() {
 			k := prefix + f.Tag.Get("toml")
 			tagged = append(tagged, k)
-			if f.Type.Kind() == reflect.Struct {
+			switch f.Type.Kind() {
+			case reflect.Struct:
 				walk(k+".", f.Type)
+			case reflect.Map: // agent.permissions, keyed by tool
+				for tool := range DefaultPermissions() {
+					tagged = append(tagged, k+"."+tool)
+				}
 			}
 		}
 	}
@@ -164,7 +192,7 @@ func TestTemplateDocumentsEveryKey(t *testing.T) {
 	checkErr(t, err, nil)
 	want.Home, want.Path = got.Home, got.Path
 	want.Agent.Workspace = filepath.Join(h, "workspace")
-	if *got != *want {
+	if !reflect.DeepEqual(got, want) {
 		t.Errorf("uncommented template loads as\n%+v\nwant the defaults\n%+v", got, want)
 	}
 	if !strings.Contains(string(template), "0600") {

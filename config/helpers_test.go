@@ -3,8 +3,10 @@ package config
 import (
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 // otherUID is a uid that owns nothing on the test machine.
@@ -12,6 +14,13 @@ const otherUID = 4242
 
 // testToken looks like a real bot token; the part after ':' is the secret.
 const testToken = "123456789:AAHfiqksKZ8WmR2zSjiQ7_v4TMAKdiHm9T0"
+
+// Test API keys that look like real ones; the parts after the prefixes are
+// the secrets.
+const (
+	testAnthropicKey = "sk-ant-api03-Qx7vLm2Pd9Rk4Tz8Wn1Bc6Hf3Js5Gy0AeUoIiKs"
+	testOpenAIKey    = "sk-proj-9fK2mQ7xR4tW1yZ8bN3cV6dL0pH5jGa"
+)
 
 // newHome returns a fresh, private latch home.
 func newHome(t *testing.T) string {
@@ -81,6 +90,115 @@ func checkErr(t *testing.T, err error, want []string) {
 	for _, w := range want {
 		if !strings.Contains(err.Error(), w) {
 			t.Errorf("error %q\ndoes not contain %q", err, w)
+		}
+	}
+}
+
+// homeVar stands for the test's latch home in the paths and errors of a
+// loadCase; $USER stands for the fake user home.
+const homeVar = "$HOME"
+
+// cfgFile is a file a loadCase writes: config.toml, or a file it names.
+type cfgFile struct {
+	name, content string
+	mode          os.FileMode
+}
+
+// loadCase is one case of a Load table test.
+type loadCase struct {
+	name    string
+	config  *cfgFile // nil: no config.toml
+	files   []cfgFile
+	env     map[string]string
+	want    func(c *Config) // edits the defaults into what Load must return
+	wantErr []string        // substrings; $HOME and $USER are replaced
+	notErr  []string        // substrings the error must not have
+}
+
+// testDefaults is what Load returns for home when nothing is configured,
+// written out rather than taken from the code under test.
+func testDefaults(h string) Config {
+	return Config{
+		Home: h, Path: filepath.Join(h, "config.toml"),
+		Telegram: TelegramConfig{APIURL: "https://api.telegram.org"},
+		Agent: AgentConfig{
+			Workspace: filepath.Join(h, "workspace"), BashTimeout: time.Minute,
+			Provider: "none", MaxTokens: 4096, MaxSteps: 25, RequestTimeout: 5 * time.Minute,
+			ContextBudget: 100000, ApprovalTimeout: 10 * time.Minute,
+			Permissions: map[string]string{
+				"read_file": "allow", "list_files": "allow", "grep": "allow",
+				"write_file": "ask", "edit_file": "ask", "bash": "ask", "fetch": "ask", "send_file": "ask",
+			},
+		},
+	}
+}
+
+// secretParts are substrings of the test secrets that no error may contain.
+var secretParts = []string{testToken[10:], testAnthropicKey[14:], testOpenAIKey[9:]}
+
+func runLoadTests(t *testing.T, tests []loadCase) {
+	t.Helper()
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) { tt.run(t) })
+	}
+}
+
+func (tt loadCase) run(t *testing.T) {
+	h := newHome(t)
+	l := testLoader(t, tt.env)
+	userHome, _ := l.UserHomeDir()
+	expand := func(s string) string {
+		s = strings.ReplaceAll(s, "$USER", userHome)
+		return strings.ReplaceAll(s, homeVar, h)
+	}
+	for _, f := range tt.files {
+		p := expand(f.name)
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(h, p)
+		}
+		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		writeFile(t, p, f.content, f.mode)
+	}
+	if tt.config != nil {
+		writeFile(t, filepath.Join(h, "config.toml"), tt.config.content, tt.config.mode)
+	}
+
+	got, err := l.Load(h)
+	var want []string
+	for _, w := range tt.wantErr {
+		want = append(want, expand(w))
+	}
+	checkErr(t, err, want)
+	if err != nil {
+		for _, n := range tt.notErr {
+			if strings.Contains(err.Error(), n) {
+				t.Errorf("error %q contains %q", err, n)
+			}
+		}
+		for _, s := range secretParts {
+			if strings.Contains(err.Error(), s) {
+				t.Errorf("error %q contains a secret", err)
+			}
+		}
+		return
+	}
+	wantCfg := testDefaults(h)
+	tt.want(&wantCfg)
+	wantCfg.Telegram.TokenFile = expand(wantCfg.Telegram.TokenFile)
+	wantCfg.Agent.Workspace = expand(wantCfg.Agent.Workspace)
+	wantCfg.Agent.APIKeyFile = expand(wantCfg.Agent.APIKeyFile)
+	if !reflect.DeepEqual(*got, wantCfg) {
+		t.Errorf("Load:\n got %+v %+v\nwant %+v %+v", got.Telegram, got.Agent, wantCfg.Telegram, wantCfg.Agent)
+		if got.Telegram.Token != wantCfg.Telegram.Token {
+			t.Errorf("tokens differ (values not shown)")
+		}
+		if got.Agent.APIKey != wantCfg.Agent.APIKey {
+			t.Errorf("API keys differ (values not shown)")
+		}
+		if got.Home != wantCfg.Home || got.Path != wantCfg.Path {
+			t.Errorf("got home %q path %q, want %q %q", got.Home, got.Path, wantCfg.Home, wantCfg.Path)
 		}
 	}
 }

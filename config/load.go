@@ -31,9 +31,10 @@ func Load(home string) (*Config, error) { return Loader{}.Load(home) }
 //
 // Load refuses, with an error that names the file and the chmod that fixes
 // it: a config.toml that belongs to another user or that group or others
-// may write; a config.toml that holds telegram.token and that group or
-// others may read; a token_file that group or others may access. Unknown
-// keys are errors. No error contains the token.
+// may write; a config.toml that holds telegram.token or agent.api_key and
+// that group or others may read; a token_file or api_key_file that group or
+// others may access. Unknown keys are errors. No error contains the token
+// or the API key.
 //
 // Load does not check home itself; callers that keep state there call
 // [CheckHome] first.
@@ -58,10 +59,7 @@ func (l Loader) load(home string, secrets *[]string) (*Config, error) {
 		Home:     home,
 		Path:     filepath.Join(home, ConfigFile),
 		Telegram: TelegramConfig{APIURL: DefaultTelegramAPIURL},
-		Agent: AgentConfig{
-			Workspace:   filepath.Join(home, DefaultWorkspace),
-			BashTimeout: DefaultBashTimeout,
-		},
+		Agent:    defaultAgent(home),
 	}
 	fc, err := readConfigFile(cfg.Path, secrets)
 	if err != nil {
@@ -105,18 +103,18 @@ func readConfigFile(path string, secrets *[]string) (*fileConfig, error) {
 
 	var fc fileConfig
 	md, err := toml.Decode(string(data), &fc)
-	// Whatever part of the token was decoded must not show up in an error.
-	*secrets = append(*secrets, fc.Telegram.Token, strings.TrimSpace(fc.Telegram.Token))
+	// Whatever part of a secret was decoded must not show up in an error.
+	*secrets = append(*secrets, fc.Telegram.Token, strings.TrimSpace(fc.Telegram.Token),
+		fc.Agent.APIKey, strings.TrimSpace(fc.Agent.APIKey))
 	var pe toml.ParseError
 	if errors.As(err, &pe) {
 		return nil, syntaxError(path, pe)
 	}
 	// Checked before type errors and unknown keys so that a file that
-	// exposes its token is refused as such even when it has other faults.
-	// The decoded value catches a case-folded "Token" too.
-	if perm&0o077 != 0 && (md.IsDefined("telegram", "token") || fc.Telegram.Token != "") {
-		return nil, insecuref("%s holds telegram.token and is open to other users (mode %04o); fix it with: chmod 600 %s",
-			path, perm, path)
+	// exposes a secret is refused as such even when it has other faults.
+	if held := secretsHeld(md, &fc); perm&0o077 != 0 && len(held) > 0 {
+		return nil, insecuref("%s holds %s and is open to other users (mode %04o); fix it with: chmod 600 %s",
+			path, strings.Join(held, " and "), perm, path)
 	}
 	if err != nil {
 		return nil, typeError(path, err)
@@ -124,7 +122,23 @@ func readConfigFile(path string, secrets *[]string) (*fileConfig, error) {
 	if err := checkKeys(path, md); err != nil {
 		return nil, err
 	}
+	if err := checkTables(path, md); err != nil {
+		return nil, err
+	}
 	return &fc, nil
+}
+
+// secretsHeld names the secret keys config.toml sets, even to "". The
+// decoded value catches a case-folded "Token" too.
+func secretsHeld(md toml.MetaData, fc *fileConfig) []string {
+	var held []string
+	if md.IsDefined("telegram", "token") || fc.Telegram.Token != "" {
+		held = append(held, "telegram.token")
+	}
+	if md.IsDefined("agent", "api_key") || fc.Agent.APIKey != "" {
+		held = append(held, "agent.api_key")
+	}
+	return held
 }
 
 // applyFile copies the settings of config.toml into cfg. An empty string
@@ -177,7 +191,7 @@ func (l Loader) applyFile(cfg *Config, fc *fileConfig) []error {
 		}
 		cfg.Agent.BashTimeout = d
 	}
-	return errs
+	return append(errs, l.applyAgentFile(cfg, &fc.Agent)...)
 }
 
 // applyEnv applies the environment overrides, reads the token file if the
@@ -216,25 +230,32 @@ func (l Loader) applyEnv(cfg *Config, secrets *[]string) []error {
 		}
 		cfg.Telegram.APIURL = u
 	}
-	return errs
+	return append(errs, l.applyAgentEnv(cfg, secrets)...)
 }
 
 // readTokenFile returns the trimmed content of a token file that only its
 // owner, the current user, can access.
 func readTokenFile(path string, secrets *[]string) (string, error) {
+	return readSecretFile(path, "telegram.token_file", "token file", secrets)
+}
+
+// readSecretFile returns the trimmed content of the file that key names,
+// which only its owner, the current user, may access; what names the file
+// in errors.
+func readSecretFile(path, key, what string, secrets *[]string) (string, error) {
 	data, fi, err := readFile(path, maxTokenFileSize)
 	if err != nil {
-		return "", fmt.Errorf("telegram.token_file: %w", err)
+		return "", fmt.Errorf("%s: %w", key, err)
 	}
-	tok := strings.TrimSpace(string(data))
-	*secrets = append(*secrets, tok)
-	if err := checkPrivate(path, fi, "token file"); err != nil {
+	s := strings.TrimSpace(string(data))
+	*secrets = append(*secrets, s)
+	if err := checkPrivate(path, fi, what); err != nil {
 		return "", err
 	}
-	if tok == "" {
-		return "", fmt.Errorf("token file %s is empty", path)
+	if s == "" {
+		return "", fmt.Errorf("%s %s is empty", what, path)
 	}
-	return tok, nil
+	return s, nil
 }
 
 // checkToken refuses characters a Telegram bot token never has. The token
@@ -252,39 +273,63 @@ func checkToken(tok string) error {
 	return nil
 }
 
-// validateAPIURL checks that raw is an absolute http(s) URL the client can
-// append "/bot<token>/<method>" to, and returns it without trailing slashes.
+// validateAPIURL checks that raw is an absolute http(s) URL a client can
+// append a path to ("/bot<token>/<method>", "/v1/messages"), and returns it
+// without trailing slashes.
 func validateAPIURL(raw string) (string, error) {
+	shown := quoteURL(raw)
 	u, err := url.Parse(raw)
 	if err != nil {
+		if strings.Contains(raw, "@") {
+			// The parser's detail quotes pieces of the user info.
+			return "", fmt.Errorf("%s is not a valid URL", shown)
+		}
 		var ue *url.Error
 		if errors.As(err, &ue) {
 			err = ue.Err
 		}
-		return "", fmt.Errorf("%q is not a valid URL: %v", raw, err)
+		return "", fmt.Errorf("%s is not a valid URL: %v", shown, err)
 	}
 	switch {
 	case u.Scheme != "http" && u.Scheme != "https":
-		return "", fmt.Errorf("%q must be an absolute http:// or https:// URL", raw)
+		return "", fmt.Errorf("%s must be an absolute http:// or https:// URL", shown)
 	case u.Host == "":
-		return "", fmt.Errorf("%q has no host", raw)
+		return "", fmt.Errorf("%s has no host", shown)
 	case u.User != nil:
-		return "", fmt.Errorf("%q must not contain a user name or password", u.Redacted())
+		return "", fmt.Errorf("%s must not contain a user name or password", shown)
 	case u.RawQuery != "" || u.ForceQuery || u.Fragment != "":
-		return "", fmt.Errorf("%q must not have a query or fragment: the bot API path is appended to it", raw)
+		// A query may hold a key ("?key=…"): it is not repeated.
+		u.RawQuery, u.ForceQuery, u.Fragment = "", false, ""
+		return "", fmt.Errorf("%q must not have a query or fragment: the API path is appended to it", u.String()+"?…")
 	}
 	return strings.TrimRight(raw, "/"), nil
 }
 
-func parseBashTimeout(s string) (time.Duration, error) {
+// quoteURL quotes a URL for an error without what comes before its last
+// "@": user info may hold a password or an API key, and a URL that does not
+// parse cannot be trusted to say where its user info ends.
+func quoteURL(raw string) string {
+	if i := strings.LastIndex(raw, "@"); i >= 0 {
+		return fmt.Sprintf("%q", "…"+raw[i:])
+	}
+	return fmt.Sprintf("%q", raw)
+}
+
+func parseBashTimeout(s string) (time.Duration, error) { return parseDuration(s, 0, MaxBashTimeout) }
+
+// parseDuration parses a positive duration of at least lo and at most hi.
+// A value that looks like a key is not repeated (see quoteValue).
+func parseDuration(s string, lo, hi time.Duration) (time.Duration, error) {
 	d, err := time.ParseDuration(s)
 	switch {
 	case err != nil:
-		return 0, fmt.Errorf("%q is not a duration; write it like \"60s\" or \"5m\"", s)
+		return 0, fmt.Errorf("%s is not a duration; write it like \"60s\" or \"5m\"", quoteValue(s))
 	case d <= 0:
-		return 0, fmt.Errorf("%q must be positive", s)
-	case d > MaxBashTimeout:
-		return 0, fmt.Errorf("%q is longer than the maximum, %v", s, MaxBashTimeout)
+		return 0, fmt.Errorf("%s must be positive", quoteValue(s))
+	case d < lo:
+		return 0, fmt.Errorf("%s is shorter than the minimum, %v", quoteValue(s), lo)
+	case d > hi:
+		return 0, fmt.Errorf("%s is longer than the maximum, %v", quoteValue(s), hi)
 	}
 	return d, nil
 }

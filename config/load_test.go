@@ -11,27 +11,9 @@ import (
 )
 
 func TestLoad(t *testing.T) {
-	const home = "$HOME" // replaced by the test's home in paths and wants
-	defaults := func(h string) Config {
-		return Config{
-			Home: h, Path: filepath.Join(h, "config.toml"),
-			Telegram: TelegramConfig{APIURL: "https://api.telegram.org"},
-			Agent:    AgentConfig{Workspace: filepath.Join(h, "workspace"), BashTimeout: time.Minute},
-		}
-	}
-	type file struct {
-		name, content string
-		mode          os.FileMode
-	}
-	tests := []struct {
-		name    string
-		config  *file // nil: no config.toml
-		files   []file
-		env     map[string]string
-		want    func(c *Config) // edits the defaults into what Load must return
-		wantErr []string        // substrings; $HOME is replaced
-		notErr  []string        // substrings the error must not have
-	}{
+	const home = homeVar
+	type file = cfgFile
+	runLoadTests(t, []loadCase{
 		{name: "no config file", want: func(*Config) {}},
 		{name: "empty config file", config: &file{content: "", mode: 0o600}, want: func(*Config) {}},
 		{name: "template", config: &file{content: string(template), mode: 0o600}, want: func(*Config) {}},
@@ -49,7 +31,7 @@ bash_timeout = "5m"
 			want: func(c *Config) {
 				c.Telegram = TelegramConfig{Token: testToken, TokenSource: SourceConfig,
 					APIURL: "http://127.0.0.1:8081", AllowGroups: true}
-				c.Agent = AgentConfig{Workspace: "/srv/work", BashTimeout: 5 * time.Minute}
+				c.Agent.Workspace, c.Agent.BashTimeout = "/srv/work", 5*time.Minute
 			},
 		},
 		{
@@ -334,62 +316,7 @@ bash_timeout = "5m"
 			config:  &file{content: "", mode: 0o602},
 			wantErr: []string{"can be changed by other users", "chmod 600 $HOME/config.toml"},
 		},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			h := newHome(t)
-			l := testLoader(t, tt.env)
-			userHome, _ := l.UserHomeDir()
-			expand := func(s string) string {
-				s = strings.ReplaceAll(s, "$USER", userHome)
-				return strings.ReplaceAll(s, home, h)
-			}
-			for _, f := range tt.files {
-				p := expand(f.name)
-				if !filepath.IsAbs(p) {
-					p = filepath.Join(h, p)
-				}
-				if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
-					t.Fatal(err)
-				}
-				writeFile(t, p, f.content, f.mode)
-			}
-			if tt.config != nil {
-				writeFile(t, filepath.Join(h, "config.toml"), tt.config.content, tt.config.mode)
-			}
-
-			got, err := l.Load(h)
-			var want []string
-			for _, w := range tt.wantErr {
-				want = append(want, expand(w))
-			}
-			checkErr(t, err, want)
-			if err != nil {
-				for _, n := range tt.notErr {
-					if strings.Contains(err.Error(), n) {
-						t.Errorf("error %q contains %q", err, n)
-					}
-				}
-				if strings.Contains(err.Error(), testToken[10:]) {
-					t.Errorf("error %q contains the token", err)
-				}
-				return
-			}
-			wantCfg := defaults(h)
-			tt.want(&wantCfg)
-			wantCfg.Telegram.TokenFile = expand(wantCfg.Telegram.TokenFile)
-			wantCfg.Agent.Workspace = expand(wantCfg.Agent.Workspace)
-			if *got != wantCfg {
-				t.Errorf("Load:\n got %+v %+v\nwant %+v %+v", got.Telegram, got.Agent, wantCfg.Telegram, wantCfg.Agent)
-				if got.Telegram.Token != wantCfg.Telegram.Token {
-					t.Errorf("tokens differ (values not shown)")
-				}
-				if got.Home != wantCfg.Home || got.Path != wantCfg.Path {
-					t.Errorf("got home %q path %q, want %q %q", got.Home, got.Path, wantCfg.Home, wantCfg.Path)
-				}
-			}
-		})
-	}
+	})
 }
 
 // TestLoadInsecureIsErrInsecure checks that permission refusals can be told
@@ -478,14 +405,22 @@ func TestLoadRelativeHome(t *testing.T) {
 }
 
 // TestLoadErrorsNeverContainToken feeds common mistakes with a real-looking
-// token through Load and checks that no error repeats any part of it.
+// token or API key through Load and checks that no error repeats any part
+// of it.
 func TestLoadErrorsNeverContainToken(t *testing.T) {
 	secret := testToken[strings.Index(testToken, ":")+1:]
 	cfg := func(body string) string { return "[telegram]\n" + body + "\n" }
+	// API keys: an OpenAI one, and one with the symbols other providers use.
+	key := testOpenAIKey
+	symKey := "or-v1/Ab3+xY9zQw=Ee.rr~TTuv8Kp2!Lm5Nq"
+	agent := func(body string) string { return "[agent]\nprovider = \"openai\"\n" + body + "\n" }
+	setKey := `api_key = "` + key + `"`
 	tests := []struct {
-		name, config, tokenFile string
-		mode                    os.FileMode
-		env                     map[string]string
+		name, config string
+		tokenFile    string // written as $HOME/bot; the config names it
+		mode         os.FileMode
+		env          map[string]string
+		secret       string // what must not show; default the token's secret part
 	}{
 		{name: "unquoted token", config: cfg("token = " + testToken)},
 		{name: "unquoted secret part", config: cfg("token = " + secret)},
@@ -510,6 +445,47 @@ func TestLoadErrorsNeverContainToken(t *testing.T) {
 		{name: "bad env token", env: map[string]string{EnvTelegramToken: testToken + "\n" + testToken}},
 		{name: "env token in env api url", env: map[string]string{
 			EnvTelegramToken: testToken, EnvTelegramAPIURL: "https://x/bot" + testToken + "?y"}},
+
+		// The API key, in config.toml.
+		{name: "unquoted api key", config: agent("api_key = " + key), secret: key},
+		{name: "unquoted api key with symbols", config: agent("api_key = " + symKey), secret: symKey},
+		{name: "unterminated api key", config: agent(`api_key = "` + symKey), secret: symKey},
+		{name: "unterminated literal api key", config: agent(`api_key = '` + key), secret: key},
+		{name: "api key on a line of its own", config: agent(key), secret: key},
+		{name: "api key with symbols on a line of its own", config: agent(symKey), secret: symKey},
+		{name: "api key as a key", config: agent(key + " = 1"), secret: key},
+		{name: "api key with a bad escape", config: agent(`api_key = "` + key + `\q"`), secret: key},
+		{name: "duplicate api key", config: agent(setKey + "\n" + setKey), secret: key},
+		{name: "api key in an array", config: agent(`api_key = ["` + key + `"]`), secret: key},
+		{name: "api key with a space", config: agent(`api_key = "` + key[:12] + " " + key[12:] + `"`), secret: key},
+		{name: "api key with a tab", config: agent(`api_key = "` + symKey[:12] + `\t` + symKey[12:] + `"`), secret: symKey},
+		{name: "api key in base_url", config: agent(setKey + "\nbase_url = \"https://h/" + key + "?x\""), secret: key},
+		{name: "api key as base_url user", config: agent(`base_url = "https://` + key + `@h/v1"`), secret: key},
+		{name: "api key as base_url password", config: agent(`base_url = "https://u:` + symKey + `@h/v1"`), secret: symKey},
+		{name: "readable config with api key", config: agent(setKey), mode: 0o644, secret: key},
+		{name: "api key and api_key_file", config: agent(setKey + "\napi_key_file = \"x\""), secret: key},
+		{name: "bad api key file", config: agent(`api_key_file = "bot"`), tokenFile: key[:12] + " " + key[12:], secret: key},
+		{name: "readable api key file", config: agent(`api_key_file = "bot"`), tokenFile: symKey, mode: 0o644, secret: symKey},
+		// Pasted on the wrong line, the key is not known to be one.
+		{name: "api key as provider", config: "[agent]\nprovider = \"" + key + "\"\n", secret: key},
+		{name: "api key with symbols as provider", config: "[agent]\nprovider = \"" + symKey + "\"\n", secret: symKey},
+		{name: "api key as model", config: "[agent]\nmodel = \"" + key + " \"\n", secret: key},
+		{name: "api key as a permission", config: "[agent.permissions]\nbash = \"" + key + "\"\n", secret: key},
+		{name: "api key as a tool", config: "[agent.permissions]\n" + key + " = \"allow\"\n", secret: key},
+		{name: "api key in fetch allow", config: "[agent.fetch]\nallow = [\"" + symKey + "\"]\n", secret: symKey},
+		{name: "api key as a duration", config: "[agent]\nrequest_timeout = \"" + key + "\"\n", secret: key},
+		{name: "api key as a number", config: "[agent]\nmax_tokens = \"" + key + "\"\n", secret: key},
+
+		// The API key, in the environment.
+		{name: "bad env api key", config: agent(""), env: map[string]string{EnvOpenAIAPIKey: key + "\n" + key}, secret: key},
+		{name: "env api key in env base url", config: agent(""), env: map[string]string{
+			EnvOpenAIAPIKey: key, EnvOpenAIBaseURL: "https://x/" + key + "?y"}, secret: key},
+		{name: "other provider's env key in env base url", config: agent(""), env: map[string]string{
+			EnvAnthropicAPIKey: symKey, EnvOpenAIBaseURL: "https://x/" + symKey + "?y"}, secret: symKey},
+		{name: "env api key in config base_url", config: agent(`base_url = "https://h/` + key + `#f"`),
+			env: map[string]string{EnvOpenAIAPIKey: key}, secret: key},
+		{name: "api key in a base_url query", config: agent(`base_url = "https://h/v1?key=` + key + `"`), secret: key},
+		{name: "api key in an api_url query", config: cfg(`api_url = "https://h/?key=` + symKey + `"`), secret: symKey},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -527,9 +503,10 @@ func TestLoadErrorsNeverContainToken(t *testing.T) {
 				t.Fatal("got no error, want one")
 			}
 			msg := err.Error()
-			for i := 0; i+8 <= len(secret); i++ {
-				if part := secret[i : i+8]; strings.Contains(msg, part) {
-					t.Fatalf("error repeats %q of the token:\n%s", part, msg)
+			s := cmp.Or(tt.secret, secret)
+			for i := 0; i+8 <= len(s); i++ {
+				if part := s[i : i+8]; strings.Contains(msg, part) {
+					t.Fatalf("error repeats %q of the secret:\n%s", part, msg)
 				}
 			}
 		})

@@ -3,7 +3,9 @@ package config
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"regexp"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -26,8 +28,26 @@ type fileTelegram struct {
 }
 
 type fileAgent struct {
-	Workspace   string `toml:"workspace"`
-	BashTimeout string `toml:"bash_timeout"`
+	Workspace       string `toml:"workspace"`
+	BashTimeout     string `toml:"bash_timeout"`
+	Provider        string `toml:"provider"`
+	Model           string `toml:"model"`
+	BaseURL         string `toml:"base_url"`
+	APIKey          string `toml:"api_key"`
+	APIKeyFile      string `toml:"api_key_file"`
+	MaxTokens       *int64 `toml:"max_tokens"` // nil: unset, so that 0 is refused, not defaulted
+	MaxSteps        *int64 `toml:"max_steps"`
+	RequestTimeout  string `toml:"request_timeout"`
+	ContextBudget   *int64 `toml:"context_budget"`
+	ApprovalTimeout string `toml:"approval_timeout"`
+	// Permissions is keyed by tool name; checkKeys admits only the tools of
+	// defaultPermissions, and checkTables that it is a table at all.
+	Permissions map[string]string `toml:"permissions"`
+	Fetch       fileFetch         `toml:"fetch"`
+}
+
+type fileFetch struct {
+	Allow []string `toml:"allow"`
 }
 
 // schemaKeys lists every key config.toml may contain, tables included, as
@@ -41,6 +61,27 @@ var schemaKeys = []string{
 	"agent",
 	"agent.workspace",
 	"agent.bash_timeout",
+	"agent.provider",
+	"agent.model",
+	"agent.base_url",
+	"agent.api_key",
+	"agent.api_key_file",
+	"agent.max_tokens",
+	"agent.max_steps",
+	"agent.request_timeout",
+	"agent.context_budget",
+	"agent.approval_timeout",
+	"agent.permissions",
+	"agent.permissions.read_file",
+	"agent.permissions.list_files",
+	"agent.permissions.grep",
+	"agent.permissions.write_file",
+	"agent.permissions.edit_file",
+	"agent.permissions.bash",
+	"agent.permissions.fetch",
+	"agent.permissions.send_file",
+	"agent.fetch",
+	"agent.fetch.allow",
 }
 
 func knownKey(k string) bool {
@@ -84,6 +125,24 @@ func checkKeys(path string, md toml.MetaData) error {
 	}
 }
 
+// checkTables refuses an agent.permissions that is not a table. The
+// decoder leaves a map empty, without an error, when the TOML value is a
+// string, a number, an array or an array of tables ([[agent.permissions]]),
+// so every permission written there would silently be the default.
+func checkTables(path string, md toml.MetaData) error {
+	if !md.IsDefined("agent", "permissions") {
+		return nil
+	}
+	switch t := md.Type("agent", "permissions"); t {
+	case "Hash", "": // "": made implicitly by a dotted key, permissions.bash = …
+		return nil
+	case "ArrayHash":
+		return fmt.Errorf("%s: agent.permissions: expected a table, [agent.permissions], but found an array of tables, [[agent.permissions]]", path)
+	default:
+		return fmt.Errorf("%s: agent.permissions: expected a table, [agent.permissions], but found %s", path, strings.ToLower(t))
+	}
+}
+
 func describeUnknown(k string) string {
 	// A key can be a pasted token too ("AAH…" = 1): keep long runs out.
 	q := longRun.ReplaceAllString(k, "…")
@@ -92,6 +151,9 @@ func describeUnknown(k string) string {
 	}
 	if s := suggestKey(k); s != "" {
 		return fmt.Sprintf("%s (did you mean %q?)", q, s)
+	}
+	if strings.HasPrefix(k, "agent.permissions.") {
+		return fmt.Sprintf("%s (the tools are %s)", q, strings.Join(slices.Sorted(maps.Keys(DefaultPermissions())), ", "))
 	}
 	return q
 }
@@ -155,7 +217,25 @@ func scrubTOMLMessage(msg string) string {
 		}
 		return q[:1] + "…" + q[len(q)-1:]
 	})
-	return longRun.ReplaceAllString(msg, "…")
+	return longRun.ReplaceAllStringFunc(msg, func(run string) string {
+		if keyPart(run) {
+			return run
+		}
+		return "…"
+	})
+}
+
+// keyPart reports whether s is a part of a schema key between dots, such as
+// "approval_timeout", which is long enough to look like a value.
+func keyPart(s string) bool {
+	for _, k := range schemaKeys {
+		for part := range strings.SplitSeq(k, ".") {
+			if part == s {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // syntaxError reports a TOML syntax error by position, with the library's
@@ -181,8 +261,26 @@ func typeError(path string, err error) error {
 	msg := scrubTOMLMessage(strings.TrimPrefix(err.Error(), "toml: "))
 	// The library names our Go type here; the user needs the TOML type.
 	msg = tableMismatch.ReplaceAllString(msg, "expected a table but found")
-	if strings.Contains(msg, `"agent.bash_timeout"`) {
-		msg += `; bash_timeout is a duration string such as "60s"`
+	for _, h := range typeHints {
+		if strings.Contains(msg, `"`+h.key) {
+			msg += "; " + h.hint
+			break
+		}
 	}
 	return errors.New(path + ": " + msg)
+}
+
+// typeHints say what a key's value looks like, for a value of the wrong
+// type. Each key is matched as the library quotes it, after its opening
+// quote: the closing quote makes it one key, a final dot every key of a
+// table.
+var typeHints = []struct{ key, hint string }{
+	{`agent.bash_timeout"`, `bash_timeout is a duration string such as "60s"`},
+	{`agent.request_timeout"`, `request_timeout is a duration string such as "5m"`},
+	{`agent.approval_timeout"`, `approval_timeout is a duration string such as "10m"`},
+	{`agent.max_tokens"`, "max_tokens is a whole number such as 4096, without quotes"},
+	{`agent.max_steps"`, "max_steps is a whole number such as 25, without quotes"},
+	{`agent.context_budget"`, "context_budget is a whole number such as 100000, without quotes"},
+	{`agent.permissions.`, `a permission is "allow", "ask" or "deny"`},
+	{`agent.fetch.allow"`, `allow is a list of strings such as ["192.168.1.0/24", "10.0.0.5"]`},
 }

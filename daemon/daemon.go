@@ -5,11 +5,13 @@
 package daemon
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -19,6 +21,7 @@ import (
 	"github.com/latchd/latch/gateways"
 	"github.com/latchd/latch/gateways/telegram"
 	"github.com/latchd/latch/pairing"
+	"github.com/latchd/latch/service"
 	"github.com/latchd/latch/store"
 )
 
@@ -50,6 +53,8 @@ type Daemon struct {
 	bg sync.WaitGroup
 	// bgCtx ends when the daemon stops.
 	bgCtx context.Context
+	// notify talks to systemd; a no-op outside it.
+	notify service.Notifier
 }
 
 // New returns a daemon for cfg.
@@ -99,6 +104,15 @@ func (d *Daemon) Run(ctx context.Context) error {
 		return fmt.Errorf("workspace: %w", err)
 	}
 	d.db, d.pairer = db, pairer
+	ws, err := tools.OpenWorkspace(d.Config.Agent.Workspace)
+	if err != nil {
+		return fmt.Errorf("workspace: %w", err)
+	}
+	defer ws.Close()
+	ag, err := d.buildAgent(db, ws)
+	if err != nil {
+		return err
+	}
 	gws := d.Gateways
 	if gws == nil {
 		gws = d.buildGateways()
@@ -114,6 +128,10 @@ func (d *Daemon) Run(ctx context.Context) error {
 		Store: db, Pairer: pairer, Gateways: gws, Log: d.Log,
 		AllowGroups: map[string]bool{"telegram": d.Config.Telegram.AllowGroups},
 		Shell:       d.shell,
+		Agent:       ag,
+		Heartbeat:   d.heartbeat,
+		// Without a systemd watchdog the beat still refreshes STATUS=.
+		HeartbeatEvery: cmp.Or(watchdogEvery(), 30*time.Second),
 	})
 	ctl, err := control.Listen(config.SocketPath(home), d, d.Log)
 	if err != nil {
@@ -152,6 +170,8 @@ func (d *Daemon) serve(ctx context.Context, ctl *control.Server, gws []gateways.
 		wg.Go(func() { d.runGateway(ctx, g, &started, fatal) })
 	}
 	started.Wait()
+	d.notify.Ready()
+	d.notify.Status(d.statusLine())
 	// The dispatcher starts once the gateways could connect, so replies
 	// recovered from the inbox (interrupted notices) have somewhere to go.
 	wg.Go(func() {
@@ -168,6 +188,7 @@ func (d *Daemon) serve(ctx context.Context, ctl *control.Server, gws []gateways.
 	case err = <-fatal:
 		cancel()
 	}
+	d.notify.Stopping()
 	wg.Wait()
 	d.Log.Info("latch stopped")
 	return err
@@ -230,4 +251,44 @@ func (d *Daemon) shell(ctx context.Context, command string) string {
 		out += "\n"
 	}
 	return out + "[" + res.Summary() + "]"
+}
+
+// watchdogEvery is how often the dispatch loop must ping systemd, or 0.
+func watchdogEvery() time.Duration {
+	every, _ := service.Notifier{}.WatchdogInterval()
+	return every
+}
+
+// heartbeat runs on the dispatch loop: it pings systemd's watchdog (so a
+// wedged loop gets the daemon restarted) and refreshes the status line.
+func (d *Daemon) heartbeat() {
+	d.notify.Watchdog()
+	d.notify.Status(d.statusLine())
+}
+
+// statusLine is one line of state for systemd ("telegram: latched to Ada ·
+// 1 running").
+func (d *Daemon) statusLine() string {
+	var parts []string
+	for name, g := range d.byName {
+		var l *store.Latch
+		d.db.View(func(tx *store.Tx) (err error) { l, err = tx.Latch(name); return err })
+		s := name + ": "
+		switch {
+		case !g.Info().Connected:
+			s += "not connected"
+		case l != nil:
+			s += "latched to " + cmp.Or(l.ChatName, l.ChatID)
+		default:
+			s += "not paired"
+		}
+		if n := d.hub.Running(name); n > 0 {
+			s += fmt.Sprintf(" · %d running", n)
+		}
+		parts = append(parts, s)
+	}
+	if len(parts) == 0 {
+		return "no gateway configured"
+	}
+	return strings.Join(parts, "; ")
 }

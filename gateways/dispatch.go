@@ -38,6 +38,13 @@ func (h *Hub) Run(ctx context.Context) error {
 	if err := h.recoverInbox(); err != nil {
 		return fmt.Errorf("recover inbox: %w", err)
 	}
+	var beat <-chan time.Time
+	if h.cfg.Heartbeat != nil && h.cfg.HeartbeatEvery > 0 {
+		t := time.NewTicker(h.cfg.HeartbeatEvery)
+		defer t.Stop()
+		beat = t.C
+		h.cfg.Heartbeat()
+	}
 	for {
 		if err := h.dispatchPending(ctx); err != nil {
 			h.log.Error("dispatch", "err", err)
@@ -46,6 +53,8 @@ func (h *Hub) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-h.wake:
+		case <-beat:
+			h.cfg.Heartbeat()
 		}
 	}
 }

@@ -42,7 +42,11 @@ type Config struct {
 	Shell       Shell
 	// Agent answers plain text; nil or disabled means no model.
 	Agent Agent
-	Log   *slog.Logger
+	// Heartbeat, when set, is called from the dispatch loop itself every
+	// HeartbeatEvery: a wedged loop stops calling it (systemd's watchdog).
+	Heartbeat      func()
+	HeartbeatEvery time.Duration
+	Log            *slog.Logger
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }

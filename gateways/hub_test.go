@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/latchd/latch/agent"
 	"github.com/latchd/latch/pairing"
 	"github.com/latchd/latch/store"
 )
@@ -329,5 +330,61 @@ func TestOneWorkerPerChat(t *testing.T) {
 	}
 	if maxRunning != 1 {
 		t.Errorf("%d commands of one chat ran at once", maxRunning)
+	}
+}
+
+// stuckAgent blocks /status until released, to wedge the dispatch loop.
+type stuckAgent struct {
+	entered, release chan struct{}
+}
+
+func (a *stuckAgent) Enabled() bool { return false }
+func (a *stuckAgent) Turn(context.Context, agent.SessionKey, string, agent.Events) error {
+	return nil
+}
+func (a *stuckAgent) Decide(agent.SessionKey, string, agent.Decision) error { return nil }
+func (a *stuckAgent) Reset(agent.SessionKey) error                          { return nil }
+func (a *stuckAgent) Status(agent.SessionKey) (agent.Status, error) {
+	close(a.entered)
+	<-a.release
+	return agent.Status{}, nil
+}
+
+// TestWedgedLoopStopsHeartbeat: the watchdog ping comes from the dispatch
+// loop itself, so a stuck loop stops pinging and systemd can restart the
+// daemon.
+func TestWedgedLoopStopsHeartbeat(t *testing.T) {
+	f := newHubFixture(t, false)
+	beats := make(chan struct{}, 10000)
+	stuck := &stuckAgent{entered: make(chan struct{}), release: make(chan struct{})}
+	f.hub.cfg.Agent = stuck
+	f.hub.cfg.Heartbeat = func() { beats <- struct{}{} }
+	f.hub.cfg.HeartbeatEvery = 5 * time.Millisecond
+	f.ingest(t, "1", private("100", "/pair "+f.mint(t)))
+	f.run(t)
+	f.gw.next(t)
+	for i := 0; i < 3; i++ {
+		<-beats
+	}
+	f.ingest(t, "2", private("100", "/status")) // answered on the loop itself
+	<-stuck.entered
+	// At most one beat can be in flight; then silence.
+	for len(beats) > 0 {
+		<-beats
+	}
+	select {
+	case <-beats:
+		select {
+		case <-beats:
+			t.Fatal("heartbeat went on while the dispatch loop was stuck")
+		case <-time.After(200 * time.Millisecond):
+		}
+	case <-time.After(200 * time.Millisecond):
+	}
+	close(stuck.release)
+	select {
+	case <-beats:
+	case <-time.After(10 * time.Second):
+		t.Fatal("heartbeat did not resume after the loop was released")
 	}
 }

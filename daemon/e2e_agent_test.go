@@ -1,0 +1,129 @@
+package daemon
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/latchd/latch/agent/provider/anthropic/anthropictest"
+	"github.com/latchd/latch/config"
+)
+
+const modelKey = "sk-ant-e2e-MODELkeyDoNotLeak"
+
+func withModel(e *env) *anthropictest.Server {
+	fake := anthropictest.New(modelKey)
+	e.t.Cleanup(fake.Close)
+	e.tweak = func(c *config.Config) {
+		c.Agent.Provider = "anthropic"
+		c.Agent.APIKey = modelKey
+		c.Agent.BaseURL = fake.URL()
+		c.Agent.Model = "claude-test"
+	}
+	return fake
+}
+
+var approvalID = regexp.MustCompile(`/approve (\w+)`)
+
+// approveFrom waits for an approval request and returns its id.
+func (e *env) approvalFor(want string) string {
+	e.t.Helper()
+	m := e.waitReply(owner.ID, want)
+	id := approvalID.FindStringSubmatch(m.Plain)
+	if id == nil {
+		e.t.Fatalf("no approval id in %q", m.Plain)
+	}
+	return id[1]
+}
+
+func TestE2EAgentTurnWithApproval(t *testing.T) {
+	e := newEnv(t)
+	fake := withModel(e)
+	e.start()
+	e.pair()
+	fake.Script(
+		anthropictest.ToolUse("toolu_1", "bash", `{"command":"echo agent-was-here > proof.txt"}`),
+		anthropictest.Text("Done: proof.txt written."),
+	)
+	e.say(owner, "please write a proof file")
+	id := e.approvalFor("Allow bash?")
+	// A stranger cannot approve, even with the id.
+	e.say(stranger, "/approve "+id)
+	e.say(owner, "/approve "+id)
+	e.waitReply(owner.ID, "Approved.")
+	e.waitReply(owner.ID, "Done: proof.txt written.")
+	b, err := os.ReadFile(filepath.Join(e.home, "workspace", "proof.txt"))
+	if err != nil || string(b) != "agent-was-here\n" {
+		t.Fatalf("proof.txt = %q, %v", b, err)
+	}
+	reqs := fake.Requests()
+	if len(reqs) != 2 || !strings.Contains(string(reqs[1].Body), "agent-was-here") && !strings.Contains(string(reqs[1].Body), "exit 0") {
+		t.Errorf("model requests: %d; last %s", len(reqs), reqs[len(reqs)-1].Body)
+	}
+	if len(e.tg.SentTo(stranger.ID)) != 0 {
+		t.Error("stranger got a reply")
+	}
+	if strings.Contains(e.logs.String(), modelKey) {
+		t.Error("model API key in the logs")
+	}
+}
+
+func TestE2EAgentDenyAndSessionSurvivesRestart(t *testing.T) {
+	e := newEnv(t)
+	fake := withModel(e)
+	r := e.start()
+	e.pair()
+	fake.Script(
+		anthropictest.ToolUse("toolu_1", "write_file", `{"path":"x.txt","content":"nope"}`),
+		anthropictest.Text("Understood, I left it alone."),
+	)
+	e.say(owner, "my name is Ada; write x.txt")
+	id := e.approvalFor("Allow write_file?")
+	e.say(owner, "/deny "+id)
+	e.waitReply(owner.ID, "Understood, I left it alone.")
+	if _, err := os.Stat(filepath.Join(e.home, "workspace", "x.txt")); err == nil {
+		t.Fatal("denied write happened")
+	}
+	r.stop(t)
+
+	e.start()
+	fake.Script(anthropictest.Text("You are Ada."))
+	e.say(owner, "who am I?")
+	e.waitReply(owner.ID, "You are Ada.")
+	reqs := fake.Requests()
+	if body := string(reqs[len(reqs)-1].Body); !strings.Contains(body, "my name is Ada") || !strings.Contains(body, "declined") {
+		t.Errorf("the session did not survive the restart: %s", body)
+	}
+	e.say(owner, "/new")
+	e.waitReply(owner.ID, "New session")
+}
+
+func TestE2EAgentStopKillsBash(t *testing.T) {
+	e := newEnv(t)
+	fake := withModel(e)
+	e.start()
+	e.pair()
+	fake.Script(anthropictest.ToolUse("toolu_1", "bash", `{"command":"echo $$ > pgid; sleep 60"}`))
+	e.say(owner, "sleep a while")
+	e.say(owner, "/always "+e.approvalFor("Allow bash?"))
+	pgidFile := filepath.Join(e.home, "workspace", "pgid")
+	waitFor(t, func() bool { b, _ := os.ReadFile(pgidFile); return len(b) > 0 })
+	e.say(owner, "/stop")
+	e.waitReply(owner.ID, "Stopped.")
+	b, _ := os.ReadFile(pgidFile)
+	var pgid int
+	for _, c := range strings.TrimSpace(string(b)) {
+		pgid = pgid*10 + int(c-'0')
+	}
+	waitFor(t, func() bool { return pgid > 1 && groupGone(pgid) })
+}
+
+func TestE2ENoModelExplainsHowToAddOne(t *testing.T) {
+	e := newEnv(t)
+	e.start()
+	e.pair()
+	e.say(owner, "hello?")
+	e.waitReply(owner.ID, "No model is configured")
+}
