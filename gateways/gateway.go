@@ -8,6 +8,7 @@ package gateways
 import (
 	"context"
 	"errors"
+	"io"
 	"time"
 )
 
@@ -35,6 +36,30 @@ type Message struct {
 	UserName string    `json:"user_name,omitempty"`
 	Text     string    `json:"text"`
 	Time     time.Time `json:"time"`
+	// Callback is set when the message is a button press, not text.
+	Callback *Callback `json:"callback,omitempty"`
+	// Files are attachments (documents, photos, voice notes, audio); Text
+	// is then the caption.
+	Files []Attachment `json:"files,omitempty"`
+}
+
+// Callback is a press of an inline button latch sent.
+type Callback struct {
+	// ID identifies the press; it must be answered (AnswerCallback).
+	ID string `json:"id"`
+	// Data is the button's payload, e.g. "approve:k3x9p" (1-64 bytes).
+	Data string `json:"data"`
+	// MessageID is the message that carries the button.
+	MessageID string `json:"message_id"`
+}
+
+// Attachment is a file someone sent to the bot, not yet downloaded.
+type Attachment struct {
+	ID   string `json:"id"`   // the platform's file id
+	Name string `json:"name"` // as sent, unsanitized; may be empty
+	Size int64  `json:"size"` // as announced; 0 if unknown
+	Kind string `json:"kind"` // "document", "photo", "voice", "audio"
+	MIME string `json:"mime,omitempty"`
 }
 
 // Reply is one outbound message. The adapter renders it within its platform's
@@ -86,6 +111,22 @@ type Info struct {
 	Connected bool
 	// LastError is the last platform error, already scrubbed of secrets.
 	LastError string
+}
+
+// CallbackAnswerer is implemented by gateways with buttons. Every button
+// press must be answered once, or the user's client keeps a spinner.
+type CallbackAnswerer interface {
+	// AnswerCallback acknowledges cb with a short notice shown to the user
+	// ("" for none). When resolved is not "", the message that carries the
+	// buttons is edited to show it (e.g. "✓ approved") and loses its buttons.
+	AnswerCallback(ctx context.Context, chatID string, cb Callback, notice, resolved string) error
+}
+
+// Downloader is implemented by gateways that can fetch attachments.
+type Downloader interface {
+	// Download writes the attachment's bytes to w, failing once more than
+	// max bytes arrive (or the announced size is over max).
+	Download(ctx context.Context, a Attachment, w io.Writer, max int64) error
 }
 
 // PairLinker is implemented by gateways whose platform has a deep link that
