@@ -129,6 +129,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		AllowGroups: map[string]bool{"telegram": d.Config.Telegram.AllowGroups},
 		Shell:       d.shell,
 		Agent:       ag,
+		Files:       ws,
 		Heartbeat:   d.heartbeat,
 		// Without a systemd watchdog the beat still refreshes STATUS=.
 		HeartbeatEvery: cmp.Or(watchdogEvery(), 30*time.Second),

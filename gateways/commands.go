@@ -94,6 +94,8 @@ func (h *Hub) handle(ctx context.Context, c *chat, e store.Entry) {
 		h.finish(e, false)
 	case strings.HasPrefix(strings.TrimSpace(e.Text), "!"):
 		h.runCommand(ctx, c, e)
+	case len(decodeExtra(e).Files) > 0:
+		h.runFiles(ctx, c, e)
 	case isCommand(e.Text, "new"):
 		h.send(ctx, e.Gateway, e.ChatID, Reply{Text: h.newSession(e), ReplyTo: e.MessageID})
 		h.finish(e, true)
@@ -145,6 +147,18 @@ func (h *Hub) runJob(ctx context.Context, c *chat, e store.Entry, what string, w
 		return
 	}
 	h.finish(e, true)
+}
+
+// runFiles saves what the chat sent, then gives the agent the caption and
+// the saved paths (or, without a model, says where the files are).
+func (h *Hub) runFiles(ctx context.Context, c *chat, e store.Entry) {
+	e.Text = h.saveFiles(ctx, e, decodeExtra(e).Files)
+	if h.cfg.Agent == nil || !h.cfg.Agent.Enabled() {
+		h.send(ctx, e.Gateway, e.ChatID, Reply{Text: e.Text, ReplyTo: e.MessageID})
+		h.finish(e, true)
+		return
+	}
+	h.runTurn(ctx, c, e)
 }
 
 func (h *Hub) newSession(e store.Entry) string {

@@ -119,6 +119,11 @@ func (h *Hub) dispatch(ctx context.Context, e store.Entry) {
 			h.finish(e, false)
 			return
 		}
+		if cb := decodeExtra(e).Callback; cb != nil {
+			h.finish(e, true)
+			h.pressed(ctx, e, cb)
+			return
+		}
 		if reply, ok := h.immediate(e); ok {
 			h.finish(e, true)
 			h.goSend(ctx, e.Gateway, e.ChatID, Reply{Text: reply, ReplyTo: e.MessageID})

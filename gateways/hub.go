@@ -42,6 +42,8 @@ type Config struct {
 	Shell       Shell
 	// Agent answers plain text; nil or disabled means no model.
 	Agent Agent
+	// Files keeps files sent from the chat; nil refuses them.
+	Files FileStore
 	// Heartbeat, when set, is called from the dispatch loop itself every
 	// HeartbeatEvery: a wedged loop stops calling it (systemd's watchdog).
 	Heartbeat      func()
@@ -159,7 +161,7 @@ func (h *Hub) Ingest(ctx context.Context, gateway, cursor string, msgs []Message
 func entryFor(m Message, now time.Time) store.Entry {
 	return store.Entry{
 		Kind: store.KindMessage, Gateway: m.Gateway, ChatID: m.ChatID, UserID: m.UserID,
-		MessageID: m.ID, Text: m.Text, Received: now,
+		MessageID: m.ID, Text: m.Text, Received: now, Extra: encodeExtra(m),
 	}
 }
 

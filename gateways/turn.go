@@ -50,6 +50,9 @@ func (h *Hub) runTurn(ctx context.Context, c *chat, e store.Entry) {
 		key := agent.SessionKey{Gateway: e.Gateway, Chat: e.ChatID}
 		ev := h.events(ctx, e)
 		err := h.cfg.Agent.Turn(jobCtx, key, e.Text, ev)
+		if end, ok := ev.(interface{ End() }); ok {
+			end.End()
+		}
 		if err == nil || ctx.Err() != nil {
 			return
 		}

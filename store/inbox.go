@@ -39,6 +39,9 @@ type Entry struct {
 	Text      string    `json:"text"`
 	State     State     `json:"state"`
 	Received  time.Time `json:"received"`
+	// Extra holds what a gateway message carries beyond text (a button
+	// press, attachments), encoded by the caller.
+	Extra json.RawMessage `json:"extra,omitempty"`
 }
 
 // AppendInbox stores e under the next sequence number, in state Received,

@@ -1,0 +1,107 @@
+package gateways
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/latchd/latch/agent"
+	"github.com/latchd/latch/store"
+)
+
+// MaxInboundFile caps a file sent from the chat (the Bot API's download
+// limit; a self-hosted Bot API server would allow more).
+const MaxInboundFile = 20 << 20
+
+// FileStore keeps files sent from the chat, inside the workspace.
+type FileStore interface {
+	SaveInbox(name string, fill func(io.Writer) error) (string, error)
+}
+
+// extra is what an inbox entry carries besides text.
+type extra struct {
+	Callback *Callback    `json:"callback,omitempty"`
+	Files    []Attachment `json:"files,omitempty"`
+}
+
+func encodeExtra(m Message) json.RawMessage {
+	if m.Callback == nil && len(m.Files) == 0 {
+		return nil
+	}
+	raw, _ := json.Marshal(extra{Callback: m.Callback, Files: m.Files})
+	return raw
+}
+
+func decodeExtra(e store.Entry) extra {
+	var x extra
+	if len(e.Extra) > 0 {
+		json.Unmarshal(e.Extra, &x)
+	}
+	return x
+}
+
+// pressed handles a button press from the latched chat: approval buttons
+// carry "approve:<id>", "always:<id>" or "deny:<id>". An unknown or stale
+// id is answered "expired" and changes nothing.
+func (h *Hub) pressed(ctx context.Context, e store.Entry, cb *Callback) {
+	ans, ok := h.gateways[e.Gateway].(CallbackAnswerer)
+	if !ok {
+		return
+	}
+	notice, resolved := "This request has expired.", ""
+	name, id, _ := strings.Cut(cb.Data, ":")
+	d, known := map[string]agent.Decision{"approve": agent.Approve, "always": agent.Always, "deny": agent.DenyIt}[name]
+	if known && h.cfg.Agent != nil {
+		key := agent.SessionKey{Gateway: e.Gateway, Chat: e.ChatID}
+		if err := h.cfg.Agent.Decide(key, id, d); err == nil {
+			notice = map[agent.Decision]string{agent.Approve: "Approved", agent.Always: "Approved for this session", agent.DenyIt: "Denied"}[d]
+			resolved = map[agent.Decision]string{agent.Approve: "✓ approved", agent.Always: "✓ approved for this session", agent.DenyIt: "✗ denied"}[d]
+		}
+	}
+	h.workers.Add(1)
+	go func() {
+		defer h.workers.Done()
+		if err := ans.AnswerCallback(ctx, e.ChatID, *cb, notice, resolved); err != nil {
+			h.log.Warn("answering a button press failed", "gateway", e.Gateway, "err", err)
+		}
+	}()
+}
+
+// saveFiles downloads the attachments of e into the workspace inbox and
+// returns the text the agent should see: the caption plus where each file
+// was saved. A file that cannot be saved is reported in the text too.
+func (h *Hub) saveFiles(ctx context.Context, e store.Entry, files []Attachment) string {
+	var b strings.Builder
+	b.WriteString(e.Text)
+	dl, ok := h.gateways[e.Gateway].(Downloader)
+	for _, f := range files {
+		b.WriteString("\n\n")
+		switch {
+		case !ok || h.cfg.Files == nil:
+			fmt.Fprintf(&b, "[The owner sent a %s, but this gateway cannot download files.]", f.Kind)
+		case f.Size > MaxInboundFile:
+			fmt.Fprintf(&b, "[The owner sent a %s of %d bytes; it was not downloaded (limit %d MB).]", f.Kind, f.Size, MaxInboundFile>>20)
+		default:
+			rel, err := h.cfg.Files.SaveInbox(cmpName(f), func(w io.Writer) error {
+				return dl.Download(ctx, f, w, MaxInboundFile)
+			})
+			if err != nil {
+				h.log.Warn("saving an inbound file failed", "gateway", e.Gateway, "err", err)
+				fmt.Fprintf(&b, "[The owner sent a %s, but saving it failed: %v]", f.Kind, err)
+				continue
+			}
+			fmt.Fprintf(&b, "[The owner sent a %s, saved in the workspace as %s]", f.Kind, rel)
+		}
+	}
+	return strings.TrimSpace(b.String())
+}
+
+func cmpName(f Attachment) string {
+	if f.Name != "" {
+		return f.Name
+	}
+	ext := map[string]string{"photo": ".jpg", "voice": ".ogg", "audio": ".mp3"}[f.Kind]
+	return f.Kind + ext
+}
