@@ -31,6 +31,8 @@ type Toolbox struct {
 	Workspace   *tools.Workspace
 	Fetcher     *tools.Fetcher
 	BashTimeout time.Duration
+	// Reaper is the daemon's orphan reaper, or nil.
+	Reaper *tools.Reaper
 }
 
 // File is a workspace file the agent hands to the chat.
@@ -128,7 +130,7 @@ func (tb *Toolbox) run(ctx context.Context, name string, input json.RawMessage) 
 		if err := decode(input, &a); err != nil {
 			return "", nil, err
 		}
-		res, err := tools.RunBash(ctx, tools.BashOptions{Dir: ws.Dir(), Timeout: tb.BashTimeout}, a.Command)
+		res, err := tools.RunBash(ctx, tools.BashOptions{Dir: ws.Dir(), Timeout: tb.BashTimeout, Reaper: tb.Reaper}, a.Command)
 		if err != nil {
 			return "", nil, err
 		}

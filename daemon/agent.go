@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"fmt"
+	"log/slog"
 
 	"github.com/latchd/latch/agent"
 	"github.com/latchd/latch/agent/provider"
@@ -12,10 +13,21 @@ import (
 	"github.com/latchd/latch/store"
 )
 
-// buildAgent wires the agent core from [agent]. A missing model is not an
-// error: latch still works as a remote shell and says how to add one.
-func (d *Daemon) buildAgent(db *store.DB, ws *tools.Workspace) (*agent.Agent, error) {
-	c := d.Config.Agent
+// NewAgent wires the agent core from cfg's [agent] on db and ws, the way
+// the daemon runs it; `latch chat` builds the same one when no daemon runs.
+// A missing model is not an error: latch still works as a remote shell and
+// says how to add one. A nil log discards.
+func NewAgent(cfg *config.Config, db *store.DB, ws *tools.Workspace, log *slog.Logger) (*agent.Agent, error) {
+	return newAgent(cfg, db, ws, log, nil)
+}
+
+// newAgent is NewAgent with the daemon's orphan reaper (nil outside a
+// daemon, which is no subreaper).
+func newAgent(cfg *config.Config, db *store.DB, ws *tools.Workspace, log *slog.Logger, reaper *tools.Reaper) (*agent.Agent, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	c := cfg.Agent
 	p, err := newProvider(c)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
@@ -30,11 +42,12 @@ func (d *Daemon) buildAgent(db *store.DB, ws *tools.Workspace) (*agent.Agent, er
 	return agent.New(agent.Config{
 		Provider: p, Model: c.Model, MaxTokens: c.MaxTokens, MaxSteps: c.MaxSteps,
 		ContextBudget: c.ContextBudget, ApprovalTimeout: c.ApprovalTimeout, Policy: policy,
-		Store: db, Log: d.Log.With("part", "agent"),
+		Store: db, Log: log.With("part", "agent"),
 		Tools: &agent.Toolbox{
 			Workspace:   ws,
 			Fetcher:     tools.NewFetcher(tools.FetchOptions{Allow: c.FetchAllow}),
 			BashTimeout: c.BashTimeout,
+			Reaper:      reaper,
 		},
 	}), nil
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/latchd/latch/agent/tools"
 	"github.com/latchd/latch/control"
 	"github.com/latchd/latch/gateways"
 	"github.com/latchd/latch/pairing"
@@ -15,8 +16,31 @@ import (
 // notifyTimeout bounds best-effort messages sent on behalf of the CLI.
 const notifyTimeout = 10 * time.Second
 
+// errFromRun refuses operator requests that come from inside a run.
+var errFromRun = fmt.Errorf("%w: this request comes from a process latch started (a chat command or an agent tool); "+
+	"pairing and unpairing are only possible from your own shell on this machine", control.ErrRefused)
+
+// operator checks that a request to mint or unpair comes from the owner's
+// own shell, not from a process the daemon started: the daemon is a
+// subreaper, so even a double-forked command stays its descendant. A
+// prompt-injected model must not be able to hand itself a new latch.
+func (d *Daemon) operator(ctx context.Context) error {
+	peer, ok := control.PeerFromContext(ctx)
+	if !ok {
+		return fmt.Errorf("%w: caller unknown", control.ErrRefused)
+	}
+	if tools.DescendsFrom(int(peer.PID), os.Getpid()) {
+		d.Log.Warn("refused a pairing request from a process latch started", "peer_pid", peer.PID)
+		return errFromRun
+	}
+	return nil
+}
+
 // Mint implements control.Backend.
 func (d *Daemon) Mint(ctx context.Context, req control.MintRequest) (control.MintResult, error) {
+	if err := d.operator(ctx); err != nil {
+		return control.MintResult{}, err
+	}
 	g := d.byName[req.Gateway]
 	if g == nil {
 		return control.MintResult{}, fmt.Errorf("%q: %w", req.Gateway, control.ErrUnknownGateway)
@@ -63,6 +87,9 @@ func linker(g gateways.Gateway) func(string) string {
 
 // Unpair implements control.Backend.
 func (d *Daemon) Unpair(ctx context.Context, gateway string) error {
+	if err := d.operator(ctx); err != nil {
+		return err
+	}
 	if d.byName[gateway] == nil {
 		return fmt.Errorf("%q: %w", gateway, control.ErrUnknownGateway)
 	}

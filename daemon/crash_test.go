@@ -23,6 +23,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(childEnv) == "1" {
 		os.Exit(runChild())
 	}
+	if os.Getenv(mintClientEnv) == "1" {
+		os.Exit(runMintClient())
+	}
 	os.Exit(m.Run())
 }
 

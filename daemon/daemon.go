@@ -49,12 +49,16 @@ type Daemon struct {
 	pairer *pairing.Pairer
 	hub    *gateways.Hub
 	byName map[string]gateways.Gateway
+	// chat runs `latch chat` turns on the same agent as the Hub.
+	chat *Chat
 	// bg owns best-effort notifications; serve waits for it.
 	bg sync.WaitGroup
 	// bgCtx ends when the daemon stops.
 	bgCtx context.Context
 	// notify talks to systemd; a no-op outside it.
 	notify service.Notifier
+	// reaper reaps the orphans the daemon adopts as a child subreaper.
+	reaper *tools.Reaper
 }
 
 // New returns a daemon for cfg.
@@ -104,15 +108,23 @@ func (d *Daemon) Run(ctx context.Context) error {
 		return fmt.Errorf("workspace: %w", err)
 	}
 	d.db, d.pairer = db, pairer
+	// As a subreaper, every process a chat or the agent starts stays our
+	// descendant, even double-forked, so the control socket can tell a
+	// command run from the chat apart from the owner's own shell.
+	if err := tools.BecomeSubreaper(); err != nil {
+		return fmt.Errorf("become subreaper: %w", err)
+	}
+	d.reaper = tools.NewReaper()
 	ws, err := tools.OpenWorkspace(d.Config.Agent.Workspace)
 	if err != nil {
 		return fmt.Errorf("workspace: %w", err)
 	}
 	defer ws.Close()
-	ag, err := d.buildAgent(db, ws)
+	ag, err := newAgent(d.Config, db, ws, d.Log, d.reaper)
 	if err != nil {
 		return err
 	}
+	d.chat = NewChat(ag, ws.Dir())
 	gws := d.Gateways
 	if gws == nil {
 		gws = d.buildGateways()
@@ -159,6 +171,7 @@ func (d *Daemon) serve(ctx context.Context, ctl *control.Server, gws []gateways.
 	d.bgCtx = ctx
 	defer d.bg.Wait()
 	var wg sync.WaitGroup
+	wg.Go(func() { d.reaper.Run(ctx) })
 	wg.Go(func() {
 		if err := ctl.Serve(ctx); err != nil {
 			d.Log.Error("control socket stopped", "err", err)
@@ -242,7 +255,7 @@ func (d *Daemon) buildGateways() []gateways.Gateway {
 // process group, bounded in time and output.
 func (d *Daemon) shell(ctx context.Context, command string) string {
 	res, err := tools.RunBash(ctx, tools.BashOptions{
-		Dir: d.Config.Agent.Workspace, Timeout: d.Config.Agent.BashTimeout,
+		Dir: d.Config.Agent.Workspace, Timeout: d.Config.Agent.BashTimeout, Reaper: d.reaper,
 	}, command)
 	if err != nil {
 		return "could not start the command: " + err.Error()

@@ -34,6 +34,9 @@ type BashOptions struct {
 	Timeout   time.Duration // 0 = no timeout beyond ctx
 	MaxOutput int           // bytes of combined output kept; 0 = DefaultMaxOutput; the tail is kept
 	Env       []string      // nil = SafeEnv(); used as given otherwise
+	// Reaper, when the daemon is a subreaper, keeps its orphan reaping away
+	// from this command's own exit status.
+	Reaper *Reaper
 }
 
 // BashResult is what a finished command left behind.
@@ -81,7 +84,9 @@ func RunBash(ctx context.Context, opts BashOptions, command string) (BashResult,
 	out := newTailBuffer(opts.MaxOutput)
 	cmd, group := newCommand(runCtx, shell, command, opts, out)
 	start := time.Now()
-	if err := cmd.Start(); err != nil {
+	release, err := startTracked(cmd, opts.Reaper)
+	defer release()
+	if err != nil {
 		if ctx.Err() != nil { // exec.Start checks ctx too
 			return BashResult{ExitCode: -1, Canceled: true}, nil
 		}
@@ -106,6 +111,14 @@ func RunBash(ctx context.Context, opts BashOptions, command string) (BashResult,
 	}
 	res.Output, res.Truncated = out.output()
 	return res, nil
+}
+
+// startTracked starts cmd, registered with reaper when there is one.
+func startTracked(cmd *exec.Cmd, reaper *Reaper) (release func(), err error) {
+	if reaper == nil {
+		return func() {}, cmd.Start()
+	}
+	return reaper.start(cmd)
 }
 
 // newCommand prepares the shell: its own process group, killed as a whole
