@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/latchd/latch/agent/provider/anthropic/anthropictest"
 	"github.com/latchd/latch/config"
@@ -126,4 +127,38 @@ func TestE2ENoModelExplainsHowToAddOne(t *testing.T) {
 	e.pair()
 	e.say(owner, "hello?")
 	e.waitReply(owner.ID, "No model is configured")
+}
+
+func TestE2EAgentApprovalTimeoutAndMaxSteps(t *testing.T) {
+	e := newEnv(t)
+	fake := withModel(e)
+	model := e.tweak
+	e.tweak = func(c *config.Config) {
+		model(c)
+		c.Agent.ApprovalTimeout = 300 * time.Millisecond
+		c.Agent.MaxSteps = 2
+	}
+	e.start()
+	e.pair()
+	fake.Script(
+		anthropictest.ToolUse("toolu_1", "bash", `{"command":"touch never"}`),
+		anthropictest.Text("Nobody answered, so I did nothing."),
+	)
+	e.say(owner, "touch a file")
+	e.approvalFor("Allow bash?")
+	e.waitReply(owner.ID, "Nobody answered")
+	if _, err := os.Stat(filepath.Join(e.home, "workspace", "never")); err == nil {
+		t.Fatal("the command ran without approval")
+	}
+	reqs := fake.Requests()
+	if !strings.Contains(string(reqs[len(reqs)-1].Body), "did not answer within") {
+		t.Errorf("the model was not told about the timeout: %s", reqs[len(reqs)-1].Body)
+	}
+
+	fake.Script(
+		anthropictest.ToolUse("toolu_2", "list_files", `{}`),
+		anthropictest.ToolUse("toolu_3", "list_files", `{}`),
+	)
+	e.say(owner, "loop forever")
+	e.waitReply(owner.ID, "step limit")
 }
