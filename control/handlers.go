@@ -45,6 +45,11 @@ func (s *Server) routes() http.Handler {
 		"/v1/pair":   {http.MethodPost, s.handlePair},
 		"/v1/unpair": {http.MethodPost, s.handleUnpair},
 		"/v1/status": {http.MethodGet, s.handleStatus},
+		// The terminal chat (chat.go).
+		"/v1/chat":         {http.MethodPost, s.handleChat},
+		"/v1/chat/info":    {http.MethodGet, s.handleChatInfo},
+		"/v1/chat/approve": {http.MethodPost, s.handleChatApprove},
+		"/v1/chat/new":     {http.MethodPost, s.handleChatNew},
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rt, ok := table[r.URL.Path]
