@@ -25,6 +25,10 @@ import (
 	"github.com/latchd/latch/store"
 )
 
+// DefaultShutdownGrace is what a stop waits for running work; the
+// systemd unit's TimeoutStopSec is longer.
+const DefaultShutdownGrace = 20 * time.Second
+
 // ErrConfig marks errors that restarting will not fix (bad config, a token
 // the platform rejects); the CLI exits with EX_CONFIG for them.
 var ErrConfig = errors.New("configuration error")
@@ -39,6 +43,9 @@ type Daemon struct {
 	// Now is the clock for pairing; nil means time.Now. Tests move it to
 	// expire codes.
 	Now func() time.Time
+	// ShutdownGrace is how long running commands and turns may finish
+	// after a stop is requested; 0 means DefaultShutdownGrace.
+	ShutdownGrace time.Duration
 
 	ready     chan struct{}
 	readyOnce sync.Once
@@ -145,6 +152,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		Heartbeat:   d.heartbeat,
 		// Without a systemd watchdog the beat still refreshes STATUS=.
 		HeartbeatEvery: cmp.Or(watchdogEvery(), 30*time.Second),
+		ShutdownGrace:  cmp.Or(d.ShutdownGrace, DefaultShutdownGrace),
 	})
 	ctl, err := control.Listen(config.SocketPath(home), d, d.Log)
 	if err != nil {

@@ -32,6 +32,13 @@ var approvalID = regexp.MustCompile(`/approve (\w+)`)
 func (e *env) approvalFor(want string) string {
 	e.t.Helper()
 	m := e.waitReply(owner.ID, want)
+	for _, row := range m.Keyboard {
+		for _, b := range row {
+			if id, ok := strings.CutPrefix(b.CallbackData, "approve:"); ok {
+				return id
+			}
+		}
+	}
 	id := approvalID.FindStringSubmatch(m.Plain)
 	if id == nil {
 		e.t.Fatalf("no approval id in %q", m.Plain)

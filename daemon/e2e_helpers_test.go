@@ -51,6 +51,9 @@ type env struct {
 	now  func() time.Time
 	// tweak adjusts the loaded config before each start.
 	tweak func(*config.Config)
+	// grace is the daemons' shutdown grace; short, so tests that stop a
+	// daemon mid-command do not wait.
+	grace time.Duration
 
 	mu     sync.Mutex
 	offset time.Duration
@@ -70,7 +73,7 @@ func newEnv(t *testing.T) *env {
 	if _, err := config.Init(home); err != nil {
 		t.Fatal(err)
 	}
-	e := &env{t: t, home: home, tg: telegramtest.New(testToken), logs: &syncBuffer{}}
+	e := &env{t: t, home: home, tg: telegramtest.New(testToken), logs: &syncBuffer{}, grace: 10 * time.Millisecond}
 	e.now = func() time.Time {
 		e.mu.Lock()
 		defer e.mu.Unlock()
@@ -123,6 +126,7 @@ func (e *env) start() *running {
 	log := slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	d := New(e.config(), log, "test")
 	d.Now = e.now
+	d.ShutdownGrace = e.grace
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &running{d: d, cancel: cancel, done: make(chan error, 1)}
 	go func() { r.done <- d.Run(ctx) }()

@@ -228,3 +228,27 @@ func waitFor(t *testing.T, cond func() bool) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestE2EStopLetsRunningWorkFinish: a stop waits for a running command
+// within the grace, delivers its reply, and the next start neither reruns
+// it nor calls it interrupted. What was queued behind it runs after the
+// restart.
+func TestE2EStopLetsRunningWorkFinish(t *testing.T) {
+	e := newEnv(t)
+	e.grace = 20 * time.Second
+	r := e.start()
+	e.pair()
+	marker := filepath.Join(e.home, "started")
+	e.say(owner, "!touch "+marker+"; sleep 1; echo finished")
+	e.say(owner, "!echo queued")
+	waitFor(t, func() bool { _, err := os.Stat(marker); return err == nil })
+	r.stop(t)
+	e.waitReply(owner.ID, "finished")
+	e.start()
+	e.waitReply(owner.ID, "queued")
+	for _, m := range e.tg.SentTo(owner.ID) {
+		if strings.Contains(m.Plain, "interrupted") {
+			t.Errorf("a command that finished in the grace was reported interrupted: %q", m.Plain)
+		}
+	}
+}

@@ -28,13 +28,18 @@ type job struct {
 	cancel  context.CancelFunc
 }
 
-// Run recovers the inbox, then dispatches stored work until ctx ends. It
-// waits for every worker it started before returning.
+// Run recovers the inbox, then dispatches stored work until ctx ends. Then
+// it starts nothing new and gives running jobs ShutdownGrace to finish
+// before it cancels them (a cancelled job stays "running" in the inbox, so
+// the next start reports it instead of running it again). It returns once
+// every goroutine it started has ended.
 func (h *Hub) Run(ctx context.Context) error {
+	work, hardStop := context.WithCancel(context.WithoutCancel(ctx))
+	defer hardStop()
 	h.mu.Lock()
 	h.ctx = ctx
 	h.mu.Unlock()
-	defer h.workers.Wait()
+	defer h.drain(hardStop)
 	if err := h.recoverInbox(); err != nil {
 		return fmt.Errorf("recover inbox: %w", err)
 	}
@@ -46,7 +51,7 @@ func (h *Hub) Run(ctx context.Context) error {
 		h.cfg.Heartbeat()
 	}
 	for {
-		if err := h.dispatchPending(ctx); err != nil {
+		if err := h.dispatchPending(work); err != nil {
 			h.log.Error("dispatch", "err", err)
 		}
 		select {
@@ -57,6 +62,34 @@ func (h *Hub) Run(ctx context.Context) error {
 			h.cfg.Heartbeat()
 		}
 	}
+}
+
+// drain waits for running jobs for up to ShutdownGrace, then stops them.
+func (h *Hub) drain(hardStop context.CancelFunc) {
+	done := make(chan struct{})
+	go func() { h.workers.Wait(); close(done) }()
+	select {
+	case <-done:
+		return
+	case <-time.After(h.cfg.ShutdownGrace):
+	}
+	if n := h.runningTotal(); n > 0 {
+		h.log.Warn("shutdown grace over; stopping running jobs", "running", n)
+	}
+	hardStop()
+	<-done
+}
+
+func (h *Hub) runningTotal() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := 0
+	for _, c := range h.chats {
+		if c.running != nil {
+			n++
+		}
+	}
+	return n
 }
 
 // recoverInbox turns every entry that was running when the last process
@@ -190,7 +223,10 @@ func (h *Hub) work(ctx context.Context, c *chat) {
 	defer h.workers.Done()
 	for {
 		h.mu.Lock()
-		if len(c.queue) == 0 || ctx.Err() != nil {
+		// Once Run is stopping nothing new starts: what is still queued
+		// stays "received" in the inbox and runs after the restart.
+		stopping := h.ctx != nil && h.ctx.Err() != nil
+		if len(c.queue) == 0 || stopping || ctx.Err() != nil {
 			c.active = false
 			delete(h.chats, c.key)
 			h.mu.Unlock()

@@ -48,7 +48,10 @@ type Config struct {
 	// HeartbeatEvery: a wedged loop stops calling it (systemd's watchdog).
 	Heartbeat      func()
 	HeartbeatEvery time.Duration
-	Log            *slog.Logger
+	// ShutdownGrace is how long running jobs may finish after Run's
+	// context ends before they are stopped.
+	ShutdownGrace time.Duration
+	Log           *slog.Logger
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
