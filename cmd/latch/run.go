@@ -41,7 +41,27 @@ func newRunCmd() *cobra.Command {
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			return daemon.New(cfg, log, version).Run(ctx)
+			hup := make(chan os.Signal, 1)
+			signal.Notify(hup, syscall.SIGHUP)
+			defer signal.Stop(hup)
+			reload := make(chan struct{})
+			go func() {
+				for {
+					select {
+					case <-ctx.Done():
+						return
+					case <-hup:
+						select {
+						case reload <- struct{}{}:
+						case <-ctx.Done():
+							return
+						}
+					}
+				}
+			}()
+			load := func() (*config.Config, error) { return config.Load(home) }
+			build := func(c *config.Config) *daemon.Daemon { return daemon.New(c, log, version) }
+			return daemon.Supervise(ctx, cfg, load, reload, log, build)
 		},
 	}
 	cmd.Flags().StringVar(&logFormat, "log-format", "text", "log format: text or json")

@@ -1,0 +1,62 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+
+	"github.com/latchd/latch/config"
+)
+
+// Supervise runs daemons until ctx ends, reloading on every value from
+// reload (SIGHUP): the new configuration is loaded and validated first; if
+// it is invalid the running daemon keeps going and the error is logged;
+// otherwise the running daemon stops gracefully and a new one starts on the
+// same home. The latch, sessions and inbox live in the store, so a reload
+// loses none of them; the platform cursor makes sure no message is missed.
+func Supervise(ctx context.Context, cfg *config.Config, load func() (*config.Config, error),
+	reload <-chan struct{}, log *slog.Logger, build func(*config.Config) *Daemon) error {
+	for {
+		d := build(cfg)
+		runCtx, stop := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() { done <- d.Run(runCtx) }()
+		next, err := waitReload(ctx, reload, done, load, log)
+		stop()
+		if err != nil { // the daemon ended by itself
+			return err
+		}
+		if next == nil { // ctx ended: a clean stop
+			return <-done
+		}
+		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+			return err
+		}
+		log.Info("configuration reloaded")
+		cfg = next
+	}
+}
+
+// waitReload waits for a valid new configuration (returned), the end of
+// ctx, or the daemon ending by itself (its error returned).
+func waitReload(ctx context.Context, reload <-chan struct{}, done <-chan error,
+	load func() (*config.Config, error), log *slog.Logger) (*config.Config, error) {
+	for {
+		select {
+		case <-ctx.Done():
+			return nil, nil
+		case err := <-done:
+			if err == nil {
+				err = errors.New("the daemon stopped unexpectedly")
+			}
+			return nil, err
+		case <-reload:
+			next, err := load()
+			if err != nil {
+				log.Error("reload refused: the new configuration is invalid; keeping the old one", "err", err)
+				continue
+			}
+			return next, nil
+		}
+	}
+}
