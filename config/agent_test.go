@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"net/netip"
+	"os"
 	"path/filepath"
 	"reflect"
 	"testing"
@@ -519,5 +520,19 @@ func TestLoadAPIKeyFileOfAnotherUser(t *testing.T) {
 	checkErr(t, err, []string{p + " is owned by uid 4242"})
 	if !errors.Is(err, ErrInsecure) {
 		t.Errorf("got %v, want an ErrInsecure", err)
+	}
+}
+
+func TestTelegramVerbosity(t *testing.T) {
+	for _, tt := range []struct {
+		value, want string
+		ok          bool
+	}{{"quiet", "quiet", true}, {"verbose", "verbose", true}, {"", "normal", true}, {"loud", "", false}} {
+		home := t.TempDir()
+		os.WriteFile(filepath.Join(home, "config.toml"), []byte("[telegram]\nverbosity = \""+tt.value+"\"\n"), 0o600)
+		cfg, err := Loader{Getenv: func(string) string { return "" }}.Load(home)
+		if (err == nil) != tt.ok || (err == nil && cfg.Telegram.Verbosity != tt.want) {
+			t.Errorf("verbosity %q: %+v, %v", tt.value, cfg, err)
+		}
 	}
 }

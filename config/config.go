@@ -77,6 +77,7 @@ type TelegramConfig struct {
 	TokenSource string // where Token came from (SourceEnv, …), or "" if unset
 	APIURL      string // Bot API server, without a trailing slash
 	AllowGroups bool   // a group chat may be latched, not only a private chat
+	Verbosity   string // tool progress in the chat: quiet, normal (default) or verbose
 }
 
 // Enabled reports whether a token is set, i.e. whether the Telegram gateway
@@ -86,8 +87,8 @@ func (t TelegramConfig) Enabled() bool { return t.Token != "" }
 // String describes t without the token, so that printing a config with %v or
 // %+v cannot leak it.
 func (t TelegramConfig) String() string {
-	return fmt.Sprintf("{Token:%s TokenFile:%q TokenSource:%q APIURL:%q AllowGroups:%t}",
-		redactedToken(t.Token), t.TokenFile, t.TokenSource, t.APIURL, t.AllowGroups)
+	return fmt.Sprintf("{Token:%s TokenFile:%q TokenSource:%q APIURL:%q AllowGroups:%t Verbosity:%q}",
+		redactedToken(t.Token), t.TokenFile, t.TokenSource, t.APIURL, t.AllowGroups, t.Verbosity)
 }
 
 // GoString is String for %#v.

@@ -120,7 +120,7 @@ type loadCase struct {
 func testDefaults(h string) Config {
 	return Config{
 		Home: h, Path: filepath.Join(h, "config.toml"),
-		Telegram: TelegramConfig{APIURL: "https://api.telegram.org"},
+		Telegram: TelegramConfig{APIURL: "https://api.telegram.org", Verbosity: "normal"},
 		Agent: AgentConfig{
 			Workspace: filepath.Join(h, "workspace"), BashTimeout: time.Minute,
 			Provider: "none", MaxTokens: 4096, MaxSteps: 25, RequestTimeout: 5 * time.Minute,

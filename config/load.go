@@ -58,7 +58,7 @@ func (l Loader) load(home string, secrets *[]string) (*Config, error) {
 	cfg := &Config{
 		Home:     home,
 		Path:     filepath.Join(home, ConfigFile),
-		Telegram: TelegramConfig{APIURL: DefaultTelegramAPIURL},
+		Telegram: TelegramConfig{APIURL: DefaultTelegramAPIURL, Verbosity: "normal"},
 		Agent:    defaultAgent(home),
 	}
 	fc, err := readConfigFile(cfg.Path, secrets)
@@ -171,6 +171,13 @@ func (l Loader) applyFile(cfg *Config, fc *fileConfig) []error {
 		cfg.Telegram.APIURL = u
 	}
 	cfg.Telegram.AllowGroups = t.AllowGroups
+	switch t.Verbosity {
+	case "":
+	case "quiet", "normal", "verbose":
+		cfg.Telegram.Verbosity = t.Verbosity
+	default:
+		bad("telegram.verbosity", "must be quiet, normal or verbose")
+	}
 
 	a := fc.Agent
 	if a.Workspace != "" {

@@ -25,6 +25,7 @@ type fileTelegram struct {
 	TokenFile   string `toml:"token_file"`
 	APIURL      string `toml:"api_url"`
 	AllowGroups bool   `toml:"allow_groups"`
+	Verbosity   string `toml:"verbosity"`
 }
 
 type fileAgent struct {
@@ -58,6 +59,7 @@ var schemaKeys = []string{
 	"telegram.token_file",
 	"telegram.api_url",
 	"telegram.allow_groups",
+	"telegram.verbosity",
 	"agent",
 	"agent.workspace",
 	"agent.bash_timeout",

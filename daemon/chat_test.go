@@ -344,8 +344,8 @@ func TestChatRefusedFromInsideARun(t *testing.T) {
 		chatClientEnv, id, config.EnvHome, e.home, os.Args[0]))
 	reply := e.waitReply(owner.ID, "new: ")
 	for _, want := range []string{"approve: REFUSED", "turn: REFUSED", "new: REFUSED"} {
-		if !strings.Contains(reply.Plain, want) {
-			t.Errorf("a command from the chat: want %q in %q", want, reply.Plain)
+		if !strings.Contains(reply.Current(), want) {
+			t.Errorf("a command from the chat: want %q in %q", want, reply.Current())
 		}
 	}
 	// The approval is still pending, for the owner's own shell (here: the

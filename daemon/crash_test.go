@@ -80,7 +80,7 @@ func TestE2EKill9(t *testing.T) {
 	}
 	n := 0
 	for _, m := range e.tg.SentTo(owner.ID) {
-		if strings.HasPrefix(m.Plain, "while-down") {
+		if strings.HasPrefix(m.Current(), "while-down") {
 			n++
 		}
 	}

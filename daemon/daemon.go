@@ -254,7 +254,7 @@ func (d *Daemon) runGateway(ctx context.Context, g gateways.Gateway, started *sy
 func (d *Daemon) buildGateways() []gateways.Gateway {
 	var gws []gateways.Gateway
 	if t := d.Config.Telegram; t.Enabled() {
-		gws = append(gws, telegram.New(telegram.Config{Token: t.Token, APIURL: t.APIURL}, d.Log.With("gateway", "telegram")))
+		gws = append(gws, telegram.New(telegram.Config{Token: t.Token, APIURL: t.APIURL, Verbosity: t.Verbosity}, d.Log.With("gateway", "telegram")))
 	}
 	return gws
 }

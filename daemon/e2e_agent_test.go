@@ -10,6 +10,7 @@ import (
 
 	"github.com/latchd/latch/agent/provider/anthropic/anthropictest"
 	"github.com/latchd/latch/config"
+	"github.com/latchd/latch/gateways/telegram/telegramtest"
 )
 
 const modelKey = "sk-ant-e2e-MODELkeyDoNotLeak"
@@ -39,9 +40,9 @@ func (e *env) approvalFor(want string) string {
 			}
 		}
 	}
-	id := approvalID.FindStringSubmatch(m.Plain)
+	id := approvalID.FindStringSubmatch(m.Current())
 	if id == nil {
-		e.t.Fatalf("no approval id in %q", m.Plain)
+		e.t.Fatalf("no approval id in %q", m.Current())
 	}
 	return id[1]
 }
@@ -168,4 +169,65 @@ func TestE2EAgentApprovalTimeoutAndMaxSteps(t *testing.T) {
 	)
 	e.say(owner, "loop forever")
 	e.waitReply(owner.ID, "step limit")
+}
+
+// TestE2EButtonsAndFilesBothWays: a document sent from the chat lands in the
+// workspace inbox byte for byte and the agent is told where; a workspace
+// file goes out with send_file, approved by a button press, byte for byte;
+// a press from a stranger changes nothing.
+func TestE2EButtonsAndFilesBothWays(t *testing.T) {
+	e := newEnv(t)
+	fake := withModel(e)
+	e.start()
+	e.pair()
+	content := []byte("%PDF-1.7\x00\x01binary\xffcontent")
+	fake.Script(anthropictest.Text("Got your file."))
+	e.tg.SendDocument(telegramtest.Private(owner), owner, e.tg.AddFile(content, "report.pdf"), "keep this")
+	e.waitReply(owner.ID, "Got your file.")
+	body := string(fake.Requests()[0].Body)
+	_, rest, ok := strings.Cut(body, "saved in the workspace as ")
+	if !ok || !strings.Contains(body, "keep this") {
+		t.Fatalf("the agent was not told about the file: %s", body)
+	}
+	rel := rest[:strings.IndexAny(rest, "]\\\"")]
+	if saved, err := os.ReadFile(filepath.Join(e.home, "workspace", rel)); err != nil || string(saved) != string(content) {
+		t.Fatalf("saved %s = %q, %v", rel, saved, err)
+	}
+
+	out := []byte("\x89PNG-not-really\x00data")
+	os.WriteFile(filepath.Join(e.home, "workspace", "result.bin"), out, 0o600)
+	fake.Script(
+		anthropictest.ToolUse("toolu_2", "send_file", `{"path":"result.bin"}`),
+		anthropictest.Text("Sent it."),
+	)
+	e.say(owner, "send me result.bin")
+	m := e.waitReply(owner.ID, "Allow send_file?")
+	var approve string
+	for _, row := range m.Keyboard {
+		for _, b := range row {
+			if strings.HasPrefix(b.CallbackData, "approve:") {
+				approve = b.CallbackData
+			}
+		}
+	}
+	if approve == "" {
+		t.Fatalf("no approve button on %q: %+v", m.Current(), m.Keyboard)
+	}
+	before := e.status().StrangersDropped
+	up, _ := e.tg.SendCallback(telegramtest.Private(owner), stranger, m.MessageID, approve)
+	e.waitConfirmed(up)
+	if e.status().StrangersDropped != before+1 {
+		t.Fatal("a stranger's button press was not dropped")
+	}
+	e.tg.SendCallback(telegramtest.Private(owner), owner, m.MessageID, approve)
+	e.waitReply(owner.ID, "Sent it.")
+	var sent *telegramtest.SentFile
+	for _, s := range e.tg.SentTo(owner.ID) {
+		if s.File != nil {
+			sent = s.File
+		}
+	}
+	if sent == nil || string(sent.Data) != string(out) || sent.Name != "result.bin" {
+		t.Fatalf("file sent = %+v;%s", sent, e.describeSent())
+	}
 }

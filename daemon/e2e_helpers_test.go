@@ -193,7 +193,7 @@ func (e *env) waitReply(chatID int64, want string) telegramtest.Sent {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	m, err := e.tg.WaitSent(ctx, func(m telegramtest.Sent) bool {
-		return m.ChatID == chatID && strings.Contains(m.Plain, want)
+		return m.ChatID == chatID && strings.Contains(m.Current(), want)
 	})
 	if err != nil {
 		e.t.Fatalf("no reply to %d containing %q: %v\nsent: %s\nlogs:\n%s", chatID, want, err, e.describeSent(), e.logs.String())
@@ -214,7 +214,7 @@ func (e *env) waitConfirmed(updateID int) {
 func (e *env) describeSent() string {
 	var b strings.Builder
 	for _, m := range e.tg.Sent() {
-		fmt.Fprintf(&b, "\n  → %d: %q", m.ChatID, m.Plain)
+		fmt.Fprintf(&b, "\n  → %d: %q", m.ChatID, m.Current())
 	}
 	return b.String()
 }

@@ -30,8 +30,8 @@ func TestE2EPairLockAndCommand(t *testing.T) {
 	e.waitConfirmed(last)
 	e.say(owner, "!echo hello from latch")
 	m := e.waitReply(owner.ID, "hello from latch")
-	if !strings.Contains(m.Plain, "exit 0") || m.Params["parse_mode"] != "HTML" {
-		t.Errorf("command reply = %q (params %v)", m.Plain, m.Params)
+	if !strings.Contains(m.Current(), "exit 0") || m.Params["parse_mode"] != "HTML" {
+		t.Errorf("command reply = %q (params %v)", m.Current(), m.Params)
 	}
 	if got := e.tg.SentTo(stranger.ID); len(got) != 0 {
 		t.Errorf("stranger got %d replies: %+v", len(got), got)
@@ -49,7 +49,7 @@ func TestE2EFailuresAreUniform(t *testing.T) {
 	var replies []string
 	try := func(i int, text string) {
 		e.say(users(i), text)
-		replies = append(replies, e.waitReply(users(i).ID, "").Plain)
+		replies = append(replies, e.waitReply(users(i).ID, "").Current())
 	}
 	try(0, "/pair ABCD-2345") // none pending
 	code := e.mint()
@@ -103,7 +103,7 @@ func TestE2ERestartKeepsLatchAndDoesNotReplay(t *testing.T) {
 	count := func(s string) int {
 		n := 0
 		for _, m := range e.tg.SentTo(owner.ID) {
-			if strings.HasPrefix(m.Plain, s) {
+			if strings.HasPrefix(m.Current(), s) {
 				n++
 			}
 		}
@@ -143,10 +143,10 @@ func TestE2ETimeoutKillsTheWholeGroup(t *testing.T) {
 	if d := time.Since(start); d > 30*time.Second {
 		t.Errorf("timeout reply after %v", d)
 	}
-	_, after, _ := strings.Cut(m.Plain, "pgid=")
+	_, after, _ := strings.Cut(m.Current(), "pgid=")
 	pgid, err := strconv.Atoi(strings.Fields(after)[0])
 	if err != nil {
-		t.Fatalf("no pgid in %q", m.Plain)
+		t.Fatalf("no pgid in %q", m.Current())
 	}
 	waitFor(t, func() bool { return groupGone(pgid) })
 }
@@ -171,7 +171,7 @@ func TestE2EStopKillsRunningCommand(t *testing.T) {
 	waitFor(t, func() bool { return e.status().Running == 1 })
 	e.say(owner, "/stop")
 	m := e.waitReply(owner.ID, "stopped")
-	_, after, _ := strings.Cut(m.Plain, "pgid=")
+	_, after, _ := strings.Cut(m.Current(), "pgid=")
 	pgid, _ := strconv.Atoi(strings.Fields(after)[0])
 	waitFor(t, func() bool { return pgid > 1 && groupGone(pgid) })
 }
@@ -247,8 +247,8 @@ func TestE2EStopLetsRunningWorkFinish(t *testing.T) {
 	e.start()
 	e.waitReply(owner.ID, "queued")
 	for _, m := range e.tg.SentTo(owner.ID) {
-		if strings.Contains(m.Plain, "interrupted") {
-			t.Errorf("a command that finished in the grace was reported interrupted: %q", m.Plain)
+		if strings.Contains(m.Current(), "interrupted") {
+			t.Errorf("a command that finished in the grace was reported interrupted: %q", m.Current())
 		}
 	}
 }

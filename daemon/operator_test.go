@@ -47,10 +47,10 @@ func TestE2ENoMintFromInsideARun(t *testing.T) {
 	out := e.home + "/escaped.out"
 	e.say(owner, fmt.Sprintf("!(setsid sh -c '%s > %s.tmp 2>&1; mv %s.tmp %s' &); for i in $(seq 200); do [ -e %s ] && break; sleep 0.1; done; cat %s", client, out, out, out, out, out))
 	forked := e.waitReply(owner.ID, "exit")
-	if !strings.Contains(forked.Plain, "REFUSED") {
-		t.Errorf("double-forked client: %q", forked.Plain)
+	if !strings.Contains(forked.Current(), "REFUSED") {
+		t.Errorf("double-forked client: %q", forked.Current())
 	}
-	for _, m := range []string{direct.Plain, forked.Plain} {
+	for _, m := range []string{direct.Current(), forked.Current()} {
 		if strings.Contains(m, "MINTED") {
 			t.Fatalf("a command from the chat minted a code: %q", m)
 		}

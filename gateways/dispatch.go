@@ -182,7 +182,7 @@ func (h *Hub) stillLatched(e store.Entry) bool {
 	if l == nil || l.ChatID != e.ChatID {
 		return false
 	}
-	return ChatType(l.ChatType) == ChatPrivate || l.UserID == e.UserID
+	return l.UserID == "" || l.UserID == e.UserID
 }
 
 // finish deletes a handled entry (and counts it when handled is true).

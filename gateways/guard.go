@@ -27,8 +27,10 @@ func classify(l *store.Latch, m Message, allowGroups bool) verdict {
 		if m.ChatID != l.ChatID {
 			return drop
 		}
-		// In a group latch only the person who paired counts.
-		if ChatType(l.ChatType) != ChatPrivate && m.UserID != l.UserID {
+		// Only the person who paired counts: in a group latch that is the
+		// point; in a private chat it is defence in depth (a button press
+		// carries its presser, which must be the owner too).
+		if l.UserID != "" && m.UserID != l.UserID {
 			return drop
 		}
 		return accept

@@ -134,6 +134,7 @@ func TestClassify(t *testing.T) {
 	}{
 		{"latched chat", privLatch, private("10", "!ls"), false, accept},
 		{"other chat", privLatch, private("11", "!ls"), false, drop},
+		{"latched private chat, other user", privLatch, Message{ChatID: "10", ChatType: ChatPrivate, UserID: "11"}, false, drop},
 		{"other chat pairing", privLatch, private("11", "/pair ABCD-2345"), false, drop},
 		{"group latch, pairing user", groupLatch, Message{ChatID: "-5", ChatType: ChatGroup, UserID: "10"}, true, accept},
 		{"group latch, other user", groupLatch, Message{ChatID: "-5", ChatType: ChatGroup, UserID: "11"}, true, drop},

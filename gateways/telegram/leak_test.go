@@ -2,14 +2,17 @@ package telegram
 
 import (
 	"fmt"
+	"io"
 	stdlog "log"
 	"os"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	tgbotapi "github.com/go-telegram-bot-api/telegram-bot-api/v5"
 
+	"github.com/latchd/latch/agent"
 	"github.com/latchd/latch/gateways"
 	"github.com/latchd/latch/gateways/telegram/telegramtest"
 )
@@ -27,6 +30,7 @@ func TestTokenNeverLeaks(t *testing.T) {
 	defer srv.Close()
 	srv.AddChat(telegramtest.Private(alice))
 	g, logs := started(t, srv)
+	g.chatEvery = time.Millisecond // pacing is not under test here
 	ctx := testContext(t)
 	var outputs []string
 	collect := func(err error) {
@@ -57,6 +61,13 @@ func TestTokenNeverLeaks(t *testing.T) {
 	g.Typing(ctx, "1111")
 	_, err := g.Send(ctx, "1111", gateways.Reply{Text: "x"})
 	collect(err)
+	collect(g.Download(ctx, gateways.Attachment{ID: "f"}, io.Discard, 10))
+	collect(g.fetchFile(ctx, "documents/f", io.Discard, 10, nil))
+	collect(g.SendFile(ctx, "1111", agent.File{Name: "a.txt", Data: []byte("a")}, ""))
+	collect(g.AnswerCallback(ctx, "1111", gateways.Callback{ID: "1", MessageID: "1"}, "", "done"))
+	ev := g.RenderTurn(ctx, "1111", "")
+	ev.Text("x")
+	ev.Final("x")
 	collect(stop())
 
 	g2, logs2 := newGateway(t, srv)

@@ -140,7 +140,6 @@ func (p *poller) deliver(ctx context.Context, b batch) {
 		err := p.sink.Ingest(ctx, gatewayName, cursor, b.msgs)
 		if err == nil {
 			p.offset = b.next
-			p.answerCallbacks(ctx, b.callbacks)
 			return
 		}
 		if ctx.Err() != nil {
@@ -151,16 +150,6 @@ func (p *poller) deliver(ctx context.Context, b batch) {
 			"err", p.g.scrub(err), "messages", len(b.msgs), "retry_in", d)
 		if !sleep(ctx, d) {
 			return
-		}
-	}
-}
-
-// answerCallbacks stops the spinner on buttons users pressed; latch has no
-// buttons of its own, so there is nothing else to do with them.
-func (p *poller) answerCallbacks(ctx context.Context, ids []string) {
-	for _, id := range ids {
-		if _, err := p.g.request(ctx, tgbotapi.NewCallback(id, "")); err != nil {
-			p.g.log.Debug("answerCallbackQuery failed; ignored", "err", err)
 		}
 	}
 }

@@ -185,15 +185,37 @@ func TestRunSkipsBadUpdates(t *testing.T) {
 	}
 }
 
-func TestRunAnswersCallbackQueries(t *testing.T) {
+// TestRunTranslatesCallbacks checks that button presses reach the sink as
+// messages with a Callback and are left for the Hub to answer.
+func TestRunTranslatesCallbacks(t *testing.T) {
 	srv := newFake(t)
-	_, qid := srv.SendCallback(telegramtest.Private(alice), alice, 1, "old-button")
+	srv.AddChat(telegramtest.Private(alice))
 	g, _ := started(t, srv)
+	id, err := g.Send(testContext(t), "1111", replyText("pick one"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgID, _ := strconv.Atoi(id)
+	_, qid := srv.SendCallback(telegramtest.Private(alice), bob, msgID, "approve:k3x9p")
+	_, orphan := srv.SendCallback(telegramtest.Private(alice), alice, 999, "deny:x") // message unknown
+	last, _ := srv.SendCallback(telegramtest.Private(alice), alice, msgID, strings.Repeat("x", 65))
 	sink := &memSink{}
 	run(t, g, sink)
-	waitFake(t, srv, "the callback answer", func() bool { return srv.CallbackAnswered(qid) })
-	if calls := sink.ingestCalls(); len(calls) != 1 || len(calls[0].msgs) != 0 {
-		t.Errorf("Ingest calls = %+v, want one with no messages (cursor only)", calls)
+	eventually(t, "the batch", func() bool { return sink.storedCursor() == strconv.Itoa(last+1) })
+	msgs := sink.storedMsgs()
+	if len(msgs) != 1 {
+		t.Fatalf("ingested %+v, want only the press on a known message with valid data", msgs)
+	}
+	m := msgs[0]
+	want := gateways.Callback{ID: qid, Data: "approve:k3x9p", MessageID: id}
+	if m.Callback == nil || *m.Callback != want {
+		t.Errorf("Callback = %+v, want %+v", m.Callback, want)
+	}
+	if m.ChatID != "1111" || m.UserID != "2222" || m.ChatType != gateways.ChatPrivate || m.ID != id || m.Text != "" {
+		t.Errorf("message = %+v, want chat 1111, user 2222 (the presser), id %s, no text", m, id)
+	}
+	if srv.CallbackAnswered(qid) || srv.CallbackAnswered(orphan) || srv.Count("answerCallbackQuery") != 0 {
+		t.Error("Run answered a callback query; answering is the Hub's decision")
 	}
 }
 

@@ -2,12 +2,9 @@ package telegram
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"net/http"
 	"strconv"
 	"strings"
-	"time"
 	"unicode/utf16"
 
 	tgbotapi "github.com/go-telegram-bot-api/telegram-bot-api/v5"
@@ -64,32 +61,10 @@ func (g *Gateway) Send(ctx context.Context, chatID string, r gateways.Reply) (st
 	return strconv.Itoa(last), nil
 }
 
-// sendMessage sends one message, waiting out 429s as Telegram asks.
+// sendMessage sends one message through post and returns its id.
 func (g *Gateway) sendMessage(ctx context.Context, cfg tgbotapi.MessageConfig) (int, error) {
-	for attempt := 1; ; attempt++ {
-		if err := g.limiter.Wait(ctx); err != nil {
-			return 0, err
-		}
-		b, err := g.bot(ctx)
-		if err != nil {
-			return 0, err
-		}
-		m, err := b.Send(cfg)
-		err = g.scrub(err)
-		g.setRequestStatus(err)
-		if err == nil {
-			return m.MessageID, nil
-		}
-		var apiErr *tgbotapi.Error
-		if !errors.As(err, &apiErr) || apiErr.Code != http.StatusTooManyRequests || attempt == maxSendAttempts {
-			return 0, err
-		}
-		wait := time.Duration(max(apiErr.RetryAfter, 1)) * time.Second
-		g.log.Info("rate limited by the Bot API; waiting to send", "retry_after", wait)
-		if !sleep(ctx, wait) {
-			return 0, ctx.Err()
-		}
-	}
+	m, err := g.postMessage(ctx, cfg.ChatID, cfg, 0)
+	return m.MessageID, err
 }
 
 // Typing shows "typing…" in a chat. It is a courtesy: errors are logged at

@@ -58,9 +58,11 @@ func TestSendChunks(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel() // each case has its own fake; pacing makes them slow
 			srv := newFake(t)
 			srv.AddChat(telegramtest.Private(alice))
 			g, _ := started(t, srv)
+			g.chatEvery = time.Millisecond // pacing is TestSendPacesPerChat's
 			id, err := g.Send(testContext(t), "1111", tt.reply)
 			if err != nil {
 				t.Fatalf("Send: %v", err)
@@ -212,5 +214,21 @@ func TestTyping(t *testing.T) {
 	}
 	if len(logs.lines("level=WARN")) != 0 || len(logs.lines("level=ERROR")) != 0 {
 		t.Errorf("Typing failures logged above debug:\n%s", logs)
+	}
+}
+
+func TestSendPacesPerChat(t *testing.T) {
+	srv := newFake(t)
+	srv.AddChat(telegramtest.Private(alice))
+	srv.SetChatRateLimit(true)
+	g, _ := started(t, srv)
+	if _, err := g.Send(testContext(t), "1111", replyText(strings.Repeat("word ", 4000))); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(srv.Sent()); n != 5 {
+		t.Errorf("sent %d chunks, want 5", n)
+	}
+	if v := srv.ChatRateViolations(); v != 0 {
+		t.Errorf("%d messages broke the per-chat rate model", v)
 	}
 }

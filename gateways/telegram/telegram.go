@@ -1,7 +1,11 @@
 // Package telegram is latch's adapter for the Telegram Bot API. It long-polls
 // getUpdates through go-telegram-bot-api, hands every batch to the gateway
 // sink before confirming it to Telegram, and renders replies within
-// Telegram's limits. It only translates; policy lives in package gateways.
+// Telegram's limits: plain replies (Send), agent turns streamed into edited
+// messages with tool lines and approval buttons (RenderTurn; Markdown to
+// HTML in tgmd), files in and out, and button presses. Everything posted
+// into a chat is paced per chat and per bot (see post). It only translates;
+// policy lives in package gateways.
 //
 // The bot token is part of every request URL, so any error that mentions a
 // URL would leak it. Every error this package logs or returns passes through
@@ -70,7 +74,20 @@ type Config struct {
 	// MinBackoff and MaxBackoff bound the wait between retries after an
 	// error (defaults 1s and 60s). Tests shorten them.
 	MinBackoff, MaxBackoff time.Duration
+	// Verbosity is how much of a turn's tool use the chat sees:
+	// VerbosityQuiet, VerbosityNormal (the default) or VerbosityVerbose.
+	Verbosity string
 }
+
+// Verbosity levels ([telegram] verbosity).
+const (
+	// VerbosityQuiet shows only answers, approvals and files.
+	VerbosityQuiet = "quiet"
+	// VerbosityNormal adds one line per tool call.
+	VerbosityNormal = "normal"
+	// VerbosityVerbose also shows the first lines of a failed call's error.
+	VerbosityVerbose = "verbose"
+)
 
 // Gateway is one Telegram bot. It implements gateways.Gateway and
 // gateways.PairLinker.
@@ -79,15 +96,25 @@ type Gateway struct {
 	log     *slog.Logger
 	http    *http.Client
 	limiter *rate.Limiter
+	timing  turnTiming
+	// chatEvery paces each chat (chatInterval; tests not about pacing
+	// shorten it).
+	chatEvery time.Duration
 
-	mu   sync.Mutex
-	api  *tgbotapi.BotAPI // set by Start; copied per call, see bot
-	info gateways.Info
+	mu    sync.Mutex
+	api   *tgbotapi.BotAPI // set by Start; copied per call, see bot
+	info  gateways.Info
+	chats map[int64]*rate.Limiter // per-chat pacing, see post
+	// approvals remembers the text of recent approval requests, so that
+	// AnswerCallback can append the outcome to it.
+	approvals approvalTexts
 }
 
 var (
-	_ gateways.Gateway    = (*Gateway)(nil)
-	_ gateways.PairLinker = (*Gateway)(nil)
+	_ gateways.Gateway          = (*Gateway)(nil)
+	_ gateways.PairLinker       = (*Gateway)(nil)
+	_ gateways.CallbackAnswerer = (*Gateway)(nil)
+	_ gateways.Downloader       = (*Gateway)(nil)
 )
 
 // New returns a gateway for cfg. It does not touch the network until Start.
@@ -111,6 +138,14 @@ func New(cfg Config, log *slog.Logger) *Gateway {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	switch cfg.Verbosity = strings.ToLower(strings.TrimSpace(cfg.Verbosity)); cfg.Verbosity {
+	case VerbosityQuiet, VerbosityNormal, VerbosityVerbose:
+	case "":
+		cfg.Verbosity = VerbosityNormal
+	default:
+		log.Warn("unknown [telegram] verbosity; using normal", "verbosity", cfg.Verbosity)
+		cfg.Verbosity = VerbosityNormal
+	}
 	transport := http.DefaultTransport.(*http.Transport).Clone()
 	return &Gateway{
 		cfg: cfg,
@@ -124,6 +159,10 @@ func New(cfg Config, log *slog.Logger) *Gateway {
 			},
 		},
 		limiter: rate.NewLimiter(sendRate, sendRate),
+		chats:   map[int64]*rate.Limiter{},
+		timing:  defaultTiming,
+		// One send or edit per chat per second, as Telegram asks.
+		chatEvery: chatInterval,
 	}
 }
 
@@ -230,20 +269,29 @@ func isLoopback(host string) bool {
 
 // client returns the HTTP client for calls made under ctx.
 func (g *Gateway) client(ctx context.Context) *httpClient {
-	return &httpClient{ctx: ctx, base: g.http, timeout: g.cfg.PollTimeout + requestSlack, token: g.cfg.Token}
+	return g.clientTimeout(ctx, g.cfg.PollTimeout+requestSlack)
+}
+
+func (g *Gateway) clientTimeout(ctx context.Context, timeout time.Duration) *httpClient {
+	return &httpClient{ctx: ctx, base: g.http, timeout: timeout, token: g.cfg.Token}
 }
 
 // bot returns a copy of the started BotAPI whose requests are bound to ctx.
 // The library has no context parameters; a per-call copy lets concurrent
 // calls (Run's long poll, Send) carry their own contexts.
 func (g *Gateway) bot(ctx context.Context) (*tgbotapi.BotAPI, error) {
+	return g.botTimeout(ctx, g.cfg.PollTimeout+requestSlack)
+}
+
+// botTimeout is bot with a per-request timeout (uploads need longer).
+func (g *Gateway) botTimeout(ctx context.Context, timeout time.Duration) (*tgbotapi.BotAPI, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.api == nil {
 		return nil, errNotStarted
 	}
 	b := *g.api
-	b.Client = g.client(ctx)
+	b.Client = g.clientTimeout(ctx, timeout)
 	return &b, nil
 }
 

@@ -18,10 +18,9 @@ const maxInboundUnits = 4096
 
 // batch is one getUpdates answer, translated.
 type batch struct {
-	msgs      []gateways.Message
-	next      int      // offset that confirms the whole batch
-	count     int      // updates at or past the offset, usable or not
-	callbacks []string // callback query ids to answer
+	msgs  []gateways.Message
+	next  int // offset that confirms the whole batch
+	count int // updates at or past the offset, usable or not
 }
 
 // translate turns raw updates into messages. Each update is decoded on its
@@ -47,18 +46,19 @@ func (g *Gateway) translate(raws []json.RawMessage, offset int) batch {
 		}
 		b.count++
 		b.next = max(b.next, u.UpdateID+1)
-		if u.CallbackQuery != nil && u.CallbackQuery.ID != "" {
-			b.callbacks = append(b.callbacks, u.CallbackQuery.ID)
+		m, ok := g.message(u)
+		if u.CallbackQuery != nil {
+			m, ok = g.callback(u)
 		}
-		if m, ok := g.message(u); ok {
+		if ok {
 			b.msgs = append(b.msgs, m)
 		}
 	}
 	return b
 }
 
-// message translates an update carrying a usable message: text or caption,
-// a known chat type and a sender.
+// message translates an update carrying a usable message: text, a caption
+// or attachments, a known chat type and a sender.
 func (g *Gateway) message(u tgbotapi.Update) (gateways.Message, bool) {
 	m := u.Message
 	if m == nil || m.Chat == nil {
@@ -69,9 +69,10 @@ func (g *Gateway) message(u tgbotapi.Update) (gateways.Message, bool) {
 	if text == "" {
 		text = m.Caption
 	}
+	files := attachments(m)
 	chatType, known := chatType(m.Chat.Type)
 	switch {
-	case text == "":
+	case text == "" && len(files) == 0:
 		log.Debug("skipping a message without text")
 		return gateways.Message{}, false
 	case !known:
@@ -95,7 +96,81 @@ func (g *Gateway) message(u tgbotapi.Update) (gateways.Message, bool) {
 		UserName: userName(m.From),
 		Text:     text,
 		Time:     time.Unix(int64(m.Date), 0).UTC(),
+		Files:    files,
 	}, true
+}
+
+// callback translates a button press on one of the bot's messages. A press
+// is not answered here: the Hub answers those it accepts (AnswerCallback)
+// and leaves strangers' presses unanswered.
+func (g *Gateway) callback(u tgbotapi.Update) (gateways.Message, bool) {
+	q := u.CallbackQuery
+	log := g.log.With("update_id", u.UpdateID)
+	switch {
+	case q.ID == "" || q.From == nil:
+		log.Debug("skipping a callback query without id or sender")
+		return gateways.Message{}, false
+	case q.Message == nil || q.Message.Chat == nil:
+		// Inline-mode messages and messages too old to be delivered carry
+		// no chat to attribute the press to.
+		log.Debug("skipping a callback query without its message")
+		return gateways.Message{}, false
+	case q.Data == "" || len(q.Data) > maxCallbackData:
+		log.Debug("skipping a callback query without valid data")
+		return gateways.Message{}, false
+	}
+	chatType, known := chatType(q.Message.Chat.Type)
+	if !known {
+		log.Debug("skipping a callback query from an unknown chat type", "type", q.Message.Chat.Type)
+		return gateways.Message{}, false
+	}
+	msgID := strconv.Itoa(q.Message.MessageID)
+	return gateways.Message{
+		Gateway:  gatewayName,
+		ID:       msgID,
+		ChatID:   strconv.FormatInt(q.Message.Chat.ID, 10),
+		ChatType: chatType,
+		ChatName: chatName(q.Message.Chat),
+		UserID:   strconv.FormatInt(q.From.ID, 10),
+		UserName: userName(q.From),
+		// A press has no date of its own; the update arrives as it happens.
+		Time:     time.Now().UTC().Truncate(time.Second),
+		Callback: &gateways.Callback{ID: q.ID, Data: q.Data, MessageID: msgID},
+	}, true
+}
+
+// attachments lists the files of a message. Of a photo's sizes only the
+// largest is kept.
+func attachments(m *tgbotapi.Message) []gateways.Attachment {
+	var out []gateways.Attachment
+	if d := m.Document; d != nil && d.FileID != "" {
+		out = append(out, gateways.Attachment{ID: d.FileID, Name: d.FileName, Size: int64(d.FileSize), Kind: "document", MIME: d.MimeType})
+	}
+	if p, ok := largest(m.Photo); ok {
+		out = append(out, gateways.Attachment{ID: p.FileID, Size: int64(p.FileSize), Kind: "photo", MIME: "image/jpeg"})
+	}
+	if v := m.Voice; v != nil && v.FileID != "" {
+		out = append(out, gateways.Attachment{ID: v.FileID, Size: int64(v.FileSize), Kind: "voice", MIME: v.MimeType})
+	}
+	if a := m.Audio; a != nil && a.FileID != "" {
+		out = append(out, gateways.Attachment{ID: a.FileID, Name: a.FileName, Size: int64(a.FileSize), Kind: "audio", MIME: a.MimeType})
+	}
+	return out
+}
+
+// largest picks the photo size with the most pixels (then bytes).
+func largest(sizes []tgbotapi.PhotoSize) (tgbotapi.PhotoSize, bool) {
+	best, ok := tgbotapi.PhotoSize{}, false
+	for _, p := range sizes {
+		if p.FileID == "" {
+			continue
+		}
+		if !ok || p.Width*p.Height > best.Width*best.Height ||
+			p.Width*p.Height == best.Width*best.Height && p.FileSize > best.FileSize {
+			best, ok = p, true
+		}
+	}
+	return best, ok
 }
 
 func chatType(t string) (gateways.ChatType, bool) {

@@ -37,6 +37,14 @@ type openTag struct {
 	start int
 }
 
+// ParseHTML parses Telegram HTML the way the fake does for parse_mode HTML
+// and returns the text the user sees (before Telegram trims it) and its
+// entities, or the error Telegram would describe as "can't parse entities".
+// Tests of renderers use it to check their output.
+func ParseHTML(src string) (plain string, entities []Entity, err error) {
+	return parseHTML(src)
+}
+
 func parseHTML(src string) (string, []Entity, error) {
 	p := &htmlParser{src: src}
 	for i := 0; i < len(src); {

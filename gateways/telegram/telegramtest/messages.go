@@ -31,6 +31,11 @@ type message struct {
 	caption  string
 	entities []Entity
 	replyTo  int
+	keyboard [][]Button
+	document *Document
+	photo    []PhotoSize
+	voice    *Voice
+	audio    *Audio
 }
 
 type msgKey struct {
@@ -75,12 +80,21 @@ type wireMessage struct {
 	Text           string       `json:"text,omitempty"`
 	Entities       []Entity     `json:"entities,omitempty"`
 	Caption        string       `json:"caption,omitempty"`
+	Document       *Document    `json:"document,omitempty"`
+	Photo          []PhotoSize  `json:"photo,omitempty"`
+	Voice          *Voice       `json:"voice,omitempty"`
+	Audio          *Audio       `json:"audio,omitempty"`
+	ReplyMarkup    *markup      `json:"reply_markup,omitempty"`
 }
 
 func (s *Server) wireLocked(c *chatState, m *message, withReply bool) *wireMessage {
 	w := &wireMessage{
 		MessageID: m.id, From: m.from, Chat: c.chat, Date: m.date, EditDate: m.editDate,
 		Text: m.text, Entities: m.entities, Caption: m.caption,
+		Document: m.document, Photo: m.photo, Voice: m.voice, Audio: m.audio,
+	}
+	if m.keyboard != nil {
+		w.ReplyMarkup = &markup{InlineKeyboard: m.keyboard}
 	}
 	if m.fromBot {
 		bot := s.bot
@@ -150,18 +164,19 @@ func (s *Server) sendMessage(_ context.Context, p params) (any, *apiError) {
 	if aerr != nil {
 		return nil, aerr
 	}
-	if replyTo != 0 && c.messages[int(replyTo)] == nil {
-		if !p.bool("allow_sending_without_reply") {
-			return nil, badRequest("message to be replied not found")
-		}
-		replyTo = 0
+	kb, aerr := inlineKeyboard(p)
+	if aerr != nil {
+		return nil, aerr
+	}
+	if replyTo, aerr = replyTarget(c, p, replyTo); aerr != nil {
+		return nil, aerr
 	}
 	now := time.Now()
-	m := c.add(&message{fromBot: true, date: now.Unix(), text: plain, entities: ents, replyTo: int(replyTo)})
+	m := c.add(&message{fromBot: true, date: now.Unix(), text: plain, entities: ents, replyTo: int(replyTo), keyboard: kb})
 	s.sentIndex[msgKey{c.chat.ID, m.id}] = len(s.sent)
 	s.sent = append(s.sent, Sent{
 		Method: "sendMessage", ChatID: c.chat.ID, MessageID: m.id, Text: p["text"], Plain: plain,
-		Entities: ents, ParseMode: p["parse_mode"], ReplyTo: int(replyTo), Params: p.clone(), Time: now,
+		Entities: ents, ParseMode: p["parse_mode"], ReplyTo: int(replyTo), Params: p.clone(), Keyboard: kb, Time: now,
 	})
 	s.notifyLocked()
 	return s.wireLocked(c, m, true), nil
@@ -181,26 +196,31 @@ func (s *Server) editMessageText(_ context.Context, p params) (any, *apiError) {
 	if aerr != nil {
 		return nil, aerr
 	}
-	m := c.messages[int(id)]
-	switch {
-	case id == 0:
-		return nil, badRequest("message identifier is not specified")
-	case m == nil:
-		return nil, badRequest("message to edit not found")
-	case !m.fromBot:
-		return nil, badRequest("message can't be edited")
+	m, aerr := editable(c, id)
+	if aerr != nil {
+		return nil, aerr
+	}
+	if m.document != nil || m.photo != nil {
+		return nil, badRequest("there is no text in the message to edit")
 	}
 	plain, ents, aerr := render(p["text"], p["parse_mode"])
 	if aerr != nil {
 		return nil, aerr
 	}
-	if plain == m.text && slices.Equal(ents, m.entities) {
-		return nil, badRequest("message is not modified: specified new message content and reply markup are exactly the same as a current content and reply markup of the message")
+	// As on Telegram, an edit without reply_markup removes the keyboard.
+	kb, aerr := inlineKeyboard(p)
+	if aerr != nil {
+		return nil, aerr
+	}
+	if plain == m.text && slices.Equal(ents, m.entities) && sameKeyboard(kb, m.keyboard) {
+		return nil, notModified()
 	}
 	now := time.Now()
-	m.text, m.entities, m.editDate = plain, ents, now.Unix()
+	m.text, m.entities, m.keyboard, m.editDate = plain, ents, kb, now.Unix()
 	if i, ok := s.sentIndex[msgKey{c.chat.ID, m.id}]; ok {
-		s.sent[i].Edits = append(s.sent[i].Edits, Edit{Text: p["text"], Plain: plain, ParseMode: p["parse_mode"], Time: now})
+		s.sent[i].Edits = append(s.sent[i].Edits, Edit{Method: "editMessageText", Text: p["text"], Plain: plain,
+			ParseMode: p["parse_mode"], Keyboard: kb, Time: now})
+		s.sent[i].Keyboard = kb
 	}
 	s.notifyLocked()
 	return s.wireLocked(c, m, true), nil

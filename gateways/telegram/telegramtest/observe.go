@@ -31,6 +31,12 @@ func (s *Server) SentTo(chatID int64) []Sent {
 func (m Sent) clone() Sent {
 	m.Entities = slices.Clone(m.Entities)
 	m.Edits = slices.Clone(m.Edits)
+	m.Keyboard = cloneKeyboard(m.Keyboard)
+	if m.File != nil {
+		f := *m.File
+		f.Data = slices.Clone(f.Data)
+		m.File = &f
+	}
 	p := make(map[string]string, len(m.Params))
 	for k, v := range m.Params {
 		p[k] = v
@@ -101,4 +107,15 @@ func (s *Server) Calls(method string) []Call {
 		out[i] = c
 	}
 	return out
+}
+
+// Current is what the user sees of the message now: Plain after the last
+// editMessageText, if any.
+func (m Sent) Current() string {
+	for i := len(m.Edits) - 1; i >= 0; i-- {
+		if m.Edits[i].Method == "editMessageText" {
+			return m.Edits[i].Plain
+		}
+	}
+	return m.Plain
 }

@@ -12,6 +12,14 @@
 // Sending to a chat the server has not seen (through an inbound message or
 // AddChat) fails with "chat not found".
 //
+// It also models what a chat experience needs: inline keyboards (recorded on
+// Sent, callback_data checked against the 64-byte limit, removed by an edit
+// without reply_markup or by editMessageReplyMarkup), files in (AddFile,
+// getFile and the /file/bot<token>/<path> download route) and out
+// (sendDocument and sendPhoto, multipart, recorded byte for byte), and an
+// optional per-chat rate model (SetChatRateLimit) that answers 429 with
+// retry_after and counts its violations.
+//
 // Where it differs from Telegram it is stricter: in HTML a bare '&' that does
 // not start an entity is rejected (Telegram passes it through), so a missing
 // escape shows up in tests. Markdown parse modes are accepted unchecked.
@@ -38,8 +46,11 @@ var ErrClosed = errors.New("telegramtest: server closed")
 const (
 	firstUpdateID  = 1001
 	maxRequestBody = 10 << 20
-	conflictPoll   = "Conflict: terminated by other getUpdates request; make sure that only one bot instance is running"
-	conflictHook   = "Conflict: can't use getUpdates method while webhook is active; use deleteWebhook to delete the webhook first"
+	// maxUploadBody bounds a multipart upload: Telegram takes documents
+	// up to 50 MB.
+	maxUploadBody = 60 << 20
+	conflictPoll  = "Conflict: terminated by other getUpdates request; make sure that only one bot instance is running"
+	conflictHook  = "Conflict: can't use getUpdates method while webhook is active; use deleteWebhook to delete the webhook first"
 )
 
 // Server is a running fake Bot API for one bot token. All methods are safe
@@ -67,6 +78,9 @@ type Server struct {
 	instantEmpty bool
 	faults       map[string][]Fault
 	calls        map[string][]Call
+	files        map[string]*storedFile // file_id → content
+	downloads    int                    // requests to the file route
+	rate         chatRate
 }
 
 // New starts a fake Bot API on 127.0.0.1 that accepts token.
@@ -82,6 +96,8 @@ func New(token string) *Server {
 		callbacks:    map[string]bool{},
 		faults:       map[string][]Fault{},
 		calls:        map[string][]Call{},
+		files:        map[string]*storedFile{},
+		rate:         chatRate{next: map[int64]time.Time{}},
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -150,24 +166,40 @@ func (s *Server) handler(method string) (string, handlerFunc) {
 		return "deleteWebhook", s.deleteWebhook
 	case "getwebhookinfo":
 		return "getWebhookInfo", s.getWebhookInfo
+	case "editmessagereplymarkup":
+		return "editMessageReplyMarkup", s.editMessageReplyMarkup
+	case "getfile":
+		return "getFile", s.getFile
+	case "senddocument":
+		return "sendDocument", s.sendDocument
+	case "sendphoto":
+		return "sendPhoto", s.sendPhoto
 	}
 	return "", nil
 }
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	if rest, ok := strings.CutPrefix(r.URL.Path, "/file/bot"); ok {
+		s.serveFile(w, r, rest)
+		return
+	}
 	token, method, ok := splitPath(r.URL.Path)
 	if !ok {
 		writeError(w, &apiError{code: http.StatusNotFound, desc: "Not Found"})
 		return
 	}
 	key := strings.ToLower(method)
-	p, perr := readParams(w, r)
+	p, uploads, perr := readParams(w, r)
 	f, faulty := s.admit(key, method, p, token == s.token)
 	if token != s.token {
 		writeError(w, &apiError{code: http.StatusUnauthorized, desc: "Unauthorized"})
 		return
 	}
 	if faulty && s.applyFault(w, r, f) {
+		return
+	}
+	if aerr := s.checkChatRate(key, p); aerr != nil {
+		writeError(w, aerr)
 		return
 	}
 	_, h := s.handler(key)
@@ -179,7 +211,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		writeError(w, badRequest("can't parse request: %v", perr))
 		return
 	}
-	result, aerr := h(r.Context(), p)
+	result, aerr := h(context.WithValue(r.Context(), uploadsKey{}, uploads), p)
 	if aerr != nil {
 		writeError(w, aerr)
 		return
@@ -243,19 +275,25 @@ func (p params) bool(key string) bool {
 }
 
 // readParams merges the query string with a form-urlencoded, multipart or
-// JSON body, as the Bot API accepts all of them.
-func readParams(w http.ResponseWriter, r *http.Request) (params, error) {
-	r.Body = http.MaxBytesReader(w, r.Body, maxRequestBody)
+// JSON body, as the Bot API accepts all of them. Files of a multipart body
+// are returned apart, by field name.
+func readParams(w http.ResponseWriter, r *http.Request) (params, map[string]upload, error) {
 	p := params{}
+	uploads := map[string]upload{}
 	for k, v := range r.URL.Query() {
 		p[k] = v[0]
 	}
 	mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	limit := int64(maxRequestBody)
+	if mt == "multipart/form-data" {
+		limit = maxUploadBody
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, limit)
 	switch mt {
 	case "application/json":
 		var body map[string]json.RawMessage
 		if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
-			return p, fmt.Errorf("invalid JSON body: %w", err)
+			return p, uploads, fmt.Errorf("invalid JSON body: %w", err)
 		}
 		for k, raw := range body {
 			var str string
@@ -267,20 +305,27 @@ func readParams(w http.ResponseWriter, r *http.Request) (params, error) {
 		}
 	case "multipart/form-data":
 		if err := r.ParseMultipartForm(maxRequestBody); err != nil {
-			return p, fmt.Errorf("invalid multipart body: %w", err)
+			return p, uploads, fmt.Errorf("invalid multipart body: %w", err)
 		}
 		for k, v := range r.MultipartForm.Value {
 			p[k] = v[0]
 		}
+		for k, fhs := range r.MultipartForm.File {
+			u, err := readUpload(fhs[0])
+			if err != nil {
+				return p, uploads, fmt.Errorf("invalid multipart file: %w", err)
+			}
+			uploads[k] = u
+		}
 	default:
 		if err := r.ParseForm(); err != nil {
-			return p, fmt.Errorf("invalid form body: %w", err)
+			return p, uploads, fmt.Errorf("invalid form body: %w", err)
 		}
 		for k, v := range r.PostForm {
 			p[k] = v[0]
 		}
 	}
-	return p, nil
+	return p, uploads, nil
 }
 
 // apiError is an error answer in Telegram's shape.

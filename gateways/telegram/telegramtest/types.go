@@ -86,18 +86,85 @@ type Sent struct {
 	ReplyTo int
 	// Params holds every request parameter, for anything not covered above.
 	Params map[string]string
-	// Edits lists later editMessageText calls on this message, oldest first.
+	// Edits lists later editMessageText and editMessageReplyMarkup calls on
+	// this message, oldest first.
 	Edits []Edit
+	// Keyboard is the message's inline keyboard as it is now (after any
+	// edits), nil when it has none.
+	Keyboard [][]Button
+	// File is what sendDocument or sendPhoto uploaded; Text is then the
+	// caption.
+	File *SentFile
 	// Time is when the server accepted the message.
 	Time time.Time
 }
 
-// Edit is one successful editMessageText call.
+// Edit is one successful editMessageText or editMessageReplyMarkup call.
 type Edit struct {
+	// Method is "editMessageText" or "editMessageReplyMarkup".
+	Method    string
 	Text      string
 	Plain     string
 	ParseMode string
-	Time      time.Time
+	// Keyboard is the inline keyboard after the edit (nil: removed).
+	Keyboard [][]Button
+	Time     time.Time
+}
+
+// Button is one inline keyboard button.
+type Button struct {
+	Text         string `json:"text"`
+	CallbackData string `json:"callback_data,omitempty"`
+	URL          string `json:"url,omitempty"`
+}
+
+// SentFile is a file the bot sent, byte for byte.
+type SentFile struct {
+	// Field is the multipart field ("document", "photo"); empty when the
+	// bot sent an existing file_id instead of uploading.
+	Field       string
+	Name        string
+	ContentType string
+	Data        []byte
+	// FileID is the id the server gave the file.
+	FileID string
+}
+
+// Document is a general file attached to a message.
+type Document struct {
+	FileID       string `json:"file_id"`
+	FileUniqueID string `json:"file_unique_id"`
+	FileName     string `json:"file_name,omitempty"`
+	MimeType     string `json:"mime_type,omitempty"`
+	FileSize     int64  `json:"file_size,omitempty"`
+}
+
+// PhotoSize is one size of a photo; a message carries several.
+type PhotoSize struct {
+	FileID       string `json:"file_id"`
+	FileUniqueID string `json:"file_unique_id"`
+	Width        int    `json:"width"`
+	Height       int    `json:"height"`
+	FileSize     int64  `json:"file_size,omitempty"`
+}
+
+// Voice is a voice note.
+type Voice struct {
+	FileID       string `json:"file_id"`
+	FileUniqueID string `json:"file_unique_id"`
+	Duration     int    `json:"duration"`
+	MimeType     string `json:"mime_type,omitempty"`
+	FileSize     int64  `json:"file_size,omitempty"`
+}
+
+// Audio is a music file.
+type Audio struct {
+	FileID       string `json:"file_id"`
+	FileUniqueID string `json:"file_unique_id"`
+	Duration     int    `json:"duration"`
+	FileName     string `json:"file_name,omitempty"`
+	MimeType     string `json:"mime_type,omitempty"`
+	FileSize     int64  `json:"file_size,omitempty"`
 }
 
 // Call is one request the server received for a method.
@@ -160,6 +227,12 @@ type Incoming struct {
 	Caption string
 	// ReplyTo is the id of a message in the same chat this one answers.
 	ReplyTo int
+	// Attachments; build them with DocumentOf, PhotoSizeOf, VoiceOf and
+	// AudioOf from files added with AddFile.
+	Document *Document
+	Photo    []PhotoSize
+	Voice    *Voice
+	Audio    *Audio
 	// Date defaults to now.
 	Date time.Time
 }

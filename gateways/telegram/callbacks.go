@@ -1,0 +1,181 @@
+package telegram
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"unicode/utf8"
+
+	tgbotapi "github.com/go-telegram-bot-api/telegram-bot-api/v5"
+
+	"github.com/latchd/latch/agent"
+	"github.com/latchd/latch/gateways"
+	"github.com/latchd/latch/gateways/telegram/tgmd"
+)
+
+const (
+	// maxCallbackData is Telegram's limit on a button's payload, in bytes.
+	maxCallbackData = 64
+	// maxNotice is Telegram's limit on a callback answer's text.
+	maxNotice = 200
+	// maxApprovalTexts bounds the approval texts kept for AnswerCallback.
+	maxApprovalTexts = 64
+	// maxSummaryUnits bounds the tool summary in an approval request, well
+	// inside one message.
+	maxSummaryUnits = 3000
+)
+
+// Callback data of the approval buttons: "<decision>:<approval id>", the
+// form the Hub parses.
+const (
+	dataApprove = "approve:"
+	dataAlways  = "always:"
+	dataDeny    = "deny:"
+)
+
+// msgKey identifies a message.
+type msgKey struct {
+	chat int64
+	id   int
+}
+
+// approvalTexts remembers the HTML of the latest approval requests, oldest
+// forgotten first. After a restart it is empty; AnswerCallback then only
+// removes the buttons.
+type approvalTexts struct {
+	order []msgKey
+	text  map[msgKey]string
+}
+
+func (g *Gateway) rememberApproval(k msgKey, html string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	a := &g.approvals
+	if a.text == nil {
+		a.text = map[msgKey]string{}
+	}
+	if len(a.order) == maxApprovalTexts {
+		delete(a.text, a.order[0])
+		a.order = a.order[1:]
+	}
+	a.order = append(a.order, k)
+	a.text[k] = html
+}
+
+func (g *Gateway) approvalText(k msgKey) (string, bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	t, ok := g.approvals.text[k]
+	return t, ok
+}
+
+// approvalMessage is an approval request: the tool and what it would do,
+// with Approve / Always / Deny buttons. Should the id make the payload too
+// long for a button, the text commands stand in for the buttons.
+func approvalMessage(chat int64, a agent.Approval) tgbotapi.MessageConfig {
+	text := "🔐 Allow " + tgmd.Escape(a.Tool) + "?"
+	if a.Summary != "" {
+		text += "\n<code>" + tgmd.Escape(clipUnits(a.Summary, maxSummaryUnits)) + "</code>"
+	}
+	cfg := tgbotapi.NewMessage(chat, "")
+	cfg.ParseMode = tgbotapi.ModeHTML
+	cfg.DisableWebPagePreview = true
+	if len(dataApprove+a.ID) > maxCallbackData {
+		cfg.Text = text + "\n\n" + tgmd.Escape(fmt.Sprintf("/approve %s · /always %s · /deny %s", a.ID, a.ID, a.ID))
+		return cfg
+	}
+	cfg.Text = text
+	cfg.ReplyMarkup = tgbotapi.NewInlineKeyboardMarkup(tgbotapi.NewInlineKeyboardRow(
+		tgbotapi.NewInlineKeyboardButtonData("Approve", dataApprove+a.ID),
+		tgbotapi.NewInlineKeyboardButtonData("Always", dataAlways+a.ID),
+		tgbotapi.NewInlineKeyboardButtonData("Deny", dataDeny+a.ID),
+	))
+	return cfg
+}
+
+// sendApproval posts an approval request and remembers its text.
+func (g *Gateway) sendApproval(ctx context.Context, chat int64, a agent.Approval) error {
+	cfg := approvalMessage(chat, a)
+	m, err := g.postMessage(ctx, chat, cfg, 0)
+	if badMarkup(err) {
+		cfg.ParseMode, cfg.Text = "", tgmd.Visible(cfg.Text)
+		m, err = g.postMessage(ctx, chat, cfg, 0)
+	}
+	if err != nil {
+		return fmt.Errorf("telegram: send approval request: %w", err)
+	}
+	if cfg.ParseMode == tgbotapi.ModeHTML {
+		g.rememberApproval(msgKey{chat, m.MessageID}, cfg.Text)
+	}
+	return nil
+}
+
+// AnswerCallback acknowledges a button press with notice (shown briefly by
+// the user's client; "" for none). When resolved is not "", the message
+// that carries the buttons is edited to show resolved under its text, and
+// the edit removes the buttons. If latch no longer knows that message's
+// text (it restarted since), only the buttons are removed.
+func (g *Gateway) AnswerCallback(ctx context.Context, chatID string, cb gateways.Callback, notice, resolved string) error {
+	var errs []error
+	answer := tgbotapi.NewCallback(cb.ID, clipRunes(notice, maxNotice))
+	if _, err := g.request(ctx, answer); err != nil {
+		errs = append(errs, fmt.Errorf("telegram: answer callback: %w", err))
+	}
+	if resolved == "" {
+		return errors.Join(errs...)
+	}
+	chat, err1 := strconv.ParseInt(chatID, 10, 64)
+	id, err2 := strconv.Atoi(cb.MessageID)
+	if err1 != nil || err2 != nil {
+		return errors.Join(append(errs, fmt.Errorf("telegram: invalid chat %q or message id %q", chatID, cb.MessageID))...)
+	}
+	if err := g.resolve(ctx, msgKey{chat, id}, resolved); err != nil {
+		errs = append(errs, fmt.Errorf("telegram: mark the request %s: %w", resolved, err))
+	}
+	return errors.Join(errs...)
+}
+
+// resolve edits a message with buttons to show how it was answered,
+// removing the buttons.
+func (g *Gateway) resolve(ctx context.Context, k msgKey, resolved string) error {
+	var err error
+	if text, ok := g.approvalText(k); ok {
+		// An edit of the text without reply_markup drops the keyboard.
+		edit := tgbotapi.NewEditMessageText(k.chat, k.id, text+"\n\n"+tgmd.Escape(resolved))
+		edit.ParseMode = tgbotapi.ModeHTML
+		edit.DisableWebPagePreview = true
+		_, err = g.post(ctx, k.chat, edit, 0)
+	} else {
+		empty := tgbotapi.InlineKeyboardMarkup{InlineKeyboard: [][]tgbotapi.InlineKeyboardButton{}}
+		_, err = g.post(ctx, k.chat, tgbotapi.NewEditMessageReplyMarkup(k.chat, k.id, empty), 0)
+	}
+	if notModified(err) {
+		return nil
+	}
+	return err
+}
+
+// clipRunes cuts s to at most n runes.
+func clipRunes(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	r := []rune(s)
+	return string(r[:n-1]) + "…"
+}
+
+// clipUnits cuts s to at most n UTF-16 units.
+func clipUnits(s string, n int) string {
+	if utf16Len(s) <= n {
+		return s
+	}
+	used := 0
+	for i, r := range s {
+		if used+utf16Len(string(r)) > n-1 {
+			return s[:i] + "…"
+		}
+		used += utf16Len(string(r))
+	}
+	return s
+}
