@@ -240,3 +240,30 @@ func TestUnpair(t *testing.T) {
 		t.Fatalf("still latched: %+v", l)
 	}
 }
+
+// TestRandomGuessesNeverPair: 10,000 random well-formed codes never latch;
+// the fifth failure burns the code and the count stays there.
+func TestRandomGuessesNeverPair(t *testing.T) {
+	f := newFixture(t)
+	code := f.mint(t, "telegram")
+	for i := 0; i < 10_000; i++ {
+		guess, _ := NewCode()
+		if guess == code {
+			continue
+		}
+		if err := f.redeem(t, "telegram", guess, "666"); err != ErrInvalidCode {
+			t.Fatalf("guess %d: %v", i, err)
+		}
+	}
+	if l := f.latched(t, "telegram"); l != nil {
+		t.Fatalf("a guess latched: %+v", l)
+	}
+	var p *store.Pending
+	f.db.View(func(tx *store.Tx) (err error) { p, err = tx.Pending("telegram"); return err })
+	if !p.Burned || p.Attempts != MaxAttempts {
+		t.Errorf("after 10,000 guesses: %+v; want burned at %d attempts", p, MaxAttempts)
+	}
+	if err := f.redeem(t, "telegram", code, "100"); err != ErrInvalidCode {
+		t.Errorf("the burned code still works: %v", err)
+	}
+}
