@@ -65,6 +65,7 @@ func newRoot() *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.AddCommand(newInitCmd(), newRunCmd(), newPairCmd(), newUnpairCmd(), newStatusCmd(), newVersionCmd(), newServiceCmd(), newLogsCmd(), newChatCmd())
+	root.AddCommand(newDoctorCmd())
 	return root
 }
 

@@ -1,0 +1,148 @@
+package doctor
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+
+	tgbotapi "github.com/go-telegram-bot-api/telegram-bot-api/v5"
+
+	"github.com/latchd/latch/config"
+)
+
+// botState is what the telegram check leaves for the webhook check.
+type botState struct {
+	api *tgbotapi.BotAPI
+}
+
+// ctxDoer gives go-telegram-bot-api, which builds its requests without a
+// context, the check's context.
+type ctxDoer struct {
+	ctx context.Context
+	c   *http.Client
+}
+
+func (d ctxDoer) Do(req *http.Request) (*http.Response, error) { return d.c.Do(req.WithContext(d.ctx)) }
+
+// checkTelegram calls getMe with the configured token, through the same
+// client library and endpoint setting the gateway uses.
+func (r *run) checkTelegram(ctx context.Context) Check {
+	if r.cfg == nil {
+		return skip("needs a config that loads")
+	}
+	t := r.cfg.Telegram
+	if !t.Enabled() {
+		return skip(fmt.Sprintf("no bot token ([telegram] token or %s); the Telegram gateway is off", config.EnvTelegramToken))
+	}
+	endpoint := strings.ReplaceAll(t.APIURL, "%", "%%") + "/bot%s/%s"
+	api, err := tgbotapi.NewBotAPIWithClient(t.Token, endpoint, ctxDoer{ctx, r.d.httpClient()})
+	if err != nil {
+		return r.telegramError(err, t, tokenWhere(r.cfg))
+	}
+	api.Debug = false // debug logging prints request parameters
+	r.bot = &botState{api: api}
+	return ok(fmt.Sprintf("@%s (Bot API at %s)", api.Self.UserName, t.APIURL))
+}
+
+// tokenWhere names the place the token came from, for the fix.
+func tokenWhere(cfg *config.Config) string {
+	switch cfg.Telegram.TokenSource {
+	case config.SourceEnv:
+		return config.EnvTelegramToken
+	case config.SourceTokenFile:
+		return "the token file " + cfg.Telegram.TokenFile
+	}
+	return "[telegram] token in " + cfg.Path
+}
+
+func (r *run) telegramError(err error, t config.TelegramConfig, where string) Check {
+	var apiErr *tgbotapi.Error
+	var syntaxErr *json.SyntaxError
+	var typeErr *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &apiErr):
+		switch code := apiErr.Code; {
+		case code == http.StatusUnauthorized:
+			return fail("the Bot API rejected the token (401 Unauthorized)",
+				"get a new token from @BotFather and put it in "+where)
+		case code == http.StatusNotFound:
+			return fail("the Bot API answered 404 Not Found: the token is malformed, or the server at "+t.APIURL+" is not a Bot API server",
+				"copy the token from @BotFather again into "+where+", and check [telegram] api_url")
+		case code == http.StatusTooManyRequests || code >= 500:
+			return warn(fmt.Sprintf("the Bot API is busy or failing (%d %s)", code, apiErr.Message), "try again in a minute")
+		default:
+			return fail(fmt.Sprintf("the Bot API refused getMe (%d %s)", code, apiErr.Message),
+				"check the token in "+where)
+		}
+	case errors.As(err, &syntaxErr), errors.As(err, &typeErr):
+		return fail(fmt.Sprintf("the server at %s does not answer like the Bot API (%v)", t.APIURL, err),
+			fmt.Sprintf("check [telegram] api_url (or %s); the default is %s", config.EnvTelegramAPIURL, config.DefaultTelegramAPIURL))
+	}
+	return fail(fmt.Sprintf("cannot reach the Bot API at %s: %s", t.APIURL, r.netError(err)),
+		"check the network connection, proxy settings and [telegram] api_url")
+}
+
+// netError describes a transport error without the request URL, which
+// for the Bot API holds the token.
+func (r *run) netError(err error) string {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		if ue.Timeout() {
+			return fmt.Sprintf("no answer within %s", r.d.timeout())
+		}
+		return ue.Err.Error()
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Sprintf("no answer within %s", r.d.timeout())
+	}
+	return err.Error()
+}
+
+// checkWebhook asks whether a webhook is set for the bot. Telegram refuses
+// getUpdates while one is, and latch polls; the gateway deletes a webhook
+// when it starts and whenever polling meets one, so a webhook is only
+// trouble when something keeps setting it — another program using the same
+// bot.
+func (r *run) checkWebhook(ctx context.Context) Check {
+	switch {
+	case r.cfg == nil || !r.cfg.Telegram.Enabled():
+		return skip("no bot token")
+	case r.bot == nil:
+		return skip("needs a bot token the Bot API accepts")
+	}
+	r.bot.api.Client = ctxDoer{ctx, r.d.httpClient()}
+	info, err := r.bot.api.GetWebhookInfo()
+	if err != nil {
+		return warn("could not read the webhook setting: "+r.netError(err), "try again in a minute")
+	}
+	if info.URL == "" {
+		return ok("no webhook set; latch polls for updates")
+	}
+	shown := webhookHost(info.URL)
+	if r.daemonUp {
+		return fail(fmt.Sprintf("a webhook is set (%s) while latch runs: latch removed any webhook when it started, "+
+			"so another program using this bot token set this one since, and the two now fight over its updates", shown),
+			"stop the other program, or give latch a bot of its own (@BotFather, /newbot) and put its token in "+tokenWhere(r.cfg))
+	}
+	return warn(fmt.Sprintf("a webhook is set (%s); latch polls, and removes it when it starts, which cuts off whatever set it", shown),
+		fmt.Sprintf("if it is a leftover, nothing: latch run removes it (or now: curl -s %s/bot<token>/deleteWebhook); "+
+			"if another program uses this bot, give latch a bot of its own (@BotFather, /newbot)", r.cfg.Telegram.APIURL))
+}
+
+// webhookHost shows a webhook URL by its scheme and host only: its path
+// often carries a secret.
+func webhookHost(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return "a URL that does not parse"
+	}
+	s := u.Scheme + "://" + u.Host
+	if u.Path != "" && u.Path != "/" || u.RawQuery != "" {
+		s += "/…"
+	}
+	return s
+}
