@@ -63,6 +63,7 @@ type Config struct {
 	Home     string // resolved $LATCH_HOME
 	Path     string // config file path ($LATCH_HOME/config.toml)
 	Telegram TelegramConfig
+	Discord  DiscordConfig
 	Agent    AgentConfig
 }
 

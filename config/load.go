@@ -59,6 +59,7 @@ func (l Loader) load(home string, secrets *[]string) (*Config, error) {
 		Home:     home,
 		Path:     filepath.Join(home, ConfigFile),
 		Telegram: TelegramConfig{APIURL: DefaultTelegramAPIURL, Verbosity: "normal"},
+		Discord:  DiscordConfig{APIURL: DefaultDiscordAPIURL},
 		Agent:    defaultAgent(home),
 	}
 	fc, err := readConfigFile(cfg.Path, secrets)
@@ -105,7 +106,8 @@ func readConfigFile(path string, secrets *[]string) (*fileConfig, error) {
 	md, err := toml.Decode(string(data), &fc)
 	// Whatever part of a secret was decoded must not show up in an error.
 	*secrets = append(*secrets, fc.Telegram.Token, strings.TrimSpace(fc.Telegram.Token),
-		fc.Agent.APIKey, strings.TrimSpace(fc.Agent.APIKey))
+		fc.Agent.APIKey, strings.TrimSpace(fc.Agent.APIKey),
+		fc.Discord.Token, strings.TrimSpace(fc.Discord.Token))
 	var pe toml.ParseError
 	if errors.As(err, &pe) {
 		return nil, syntaxError(path, pe)
@@ -137,6 +139,9 @@ func secretsHeld(md toml.MetaData, fc *fileConfig) []string {
 	}
 	if md.IsDefined("agent", "api_key") || fc.Agent.APIKey != "" {
 		held = append(held, "agent.api_key")
+	}
+	if md.IsDefined("discord", "token") || fc.Discord.Token != "" {
+		held = append(held, "discord.token")
 	}
 	return held
 }
@@ -198,6 +203,7 @@ func (l Loader) applyFile(cfg *Config, fc *fileConfig) []error {
 		}
 		cfg.Agent.BashTimeout = d
 	}
+	errs = append(errs, l.applyDiscordFile(cfg, fc.Discord)...)
 	return append(errs, l.applyAgentFile(cfg, &fc.Agent)...)
 }
 
@@ -237,6 +243,7 @@ func (l Loader) applyEnv(cfg *Config, secrets *[]string) []error {
 		}
 		cfg.Telegram.APIURL = u
 	}
+	errs = append(errs, l.applyDiscordEnv(cfg, secrets)...)
 	return append(errs, l.applyAgentEnv(cfg, secrets)...)
 }
 

@@ -17,6 +17,7 @@ import (
 // choose what it repeats back.
 type fileConfig struct {
 	Telegram fileTelegram `toml:"telegram"`
+	Discord  fileDiscord  `toml:"discord"`
 	Agent    fileAgent    `toml:"agent"`
 }
 
@@ -60,6 +61,11 @@ var schemaKeys = []string{
 	"telegram.api_url",
 	"telegram.allow_groups",
 	"telegram.verbosity",
+	"discord",
+	"discord.token",
+	"discord.token_file",
+	"discord.api_url",
+	"discord.allow_groups",
 	"agent",
 	"agent.workspace",
 	"agent.bash_timeout",

@@ -1,0 +1,125 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+)
+
+// Discord settings and their environment overrides.
+const (
+	// EnvDiscordToken supplies the Discord bot token; like the Telegram
+	// token it wins over discord.token and discord.token_file.
+	EnvDiscordToken = "LATCH_DISCORD_TOKEN"
+	// EnvDiscordAPIURL overrides discord.api_url.
+	EnvDiscordAPIURL = "LATCH_DISCORD_API_URL"
+	// DefaultDiscordAPIURL is Discord's REST base (the gateway URL is asked
+	// from it).
+	DefaultDiscordAPIURL = "https://discord.com"
+)
+
+// DiscordConfig configures the Discord gateway.
+type DiscordConfig struct {
+	Token       string `json:"-"`
+	TokenFile   string // absolute path of discord.token_file, or ""
+	TokenSource string // EnvDiscordToken, "discord.token" or "discord.token_file"; "" if unset
+	APIURL      string // REST and gateway base, without a trailing slash
+	AllowGroups bool   // guild channels count (only the pairing user, only when the bot is mentioned)
+}
+
+type fileDiscord struct {
+	Token       string `toml:"token"`
+	TokenFile   string `toml:"token_file"`
+	APIURL      string `toml:"api_url"`
+	AllowGroups bool   `toml:"allow_groups"`
+}
+
+// Enabled reports whether a Discord token is set.
+func (d DiscordConfig) Enabled() bool { return d.Token != "" }
+
+// String describes d without the token.
+func (d DiscordConfig) String() string {
+	return fmt.Sprintf("{Token:%s TokenFile:%q TokenSource:%q APIURL:%q AllowGroups:%t}",
+		redactedToken(d.Token), d.TokenFile, d.TokenSource, d.APIURL, d.AllowGroups)
+}
+
+// GoString is String for %#v.
+func (d DiscordConfig) GoString() string { return "config.DiscordConfig" + d.String() }
+
+// LogValue keeps the token out of structured logs.
+func (d DiscordConfig) LogValue() slog.Value {
+	return slog.GroupValue(slog.String("token", redactedToken(d.Token)),
+		slog.String("token_source", d.TokenSource), slog.String("api_url", d.APIURL),
+		slog.Bool("allow_groups", d.AllowGroups))
+}
+
+// applyDiscordFile copies [discord] into cfg.
+func (l Loader) applyDiscordFile(cfg *Config, d fileDiscord) []error {
+	var errs []error
+	bad := func(key, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s: %s", cfg.Path, key, fmt.Sprintf(format, args...)))
+	}
+	switch {
+	case d.Token != "" && d.TokenFile != "":
+		bad("discord.token", "token and token_file are both set; keep one")
+	case d.Token != "":
+		cfg.Discord.Token = strings.TrimSpace(d.Token)
+		cfg.Discord.TokenSource = "discord.token"
+	case d.TokenFile != "":
+		p, err := l.resolvePath(d.TokenFile, cfg.Home)
+		if err != nil {
+			bad("discord.token_file", "%v", err)
+		}
+		cfg.Discord.TokenFile = p
+	}
+	if d.APIURL != "" {
+		u, err := validateAPIURL(d.APIURL)
+		if err != nil {
+			bad("discord.api_url", "%v", err)
+		}
+		cfg.Discord.APIURL = u
+	}
+	cfg.Discord.AllowGroups = d.AllowGroups
+	return errs
+}
+
+// applyDiscordEnv applies LATCH_DISCORD_* and reads the token file.
+func (l Loader) applyDiscordEnv(cfg *Config, secrets *[]string) []error {
+	var errs []error
+	if v := l.getenv(EnvDiscordToken); v != "" {
+		*secrets = append(*secrets, v, strings.TrimSpace(v))
+		cfg.Discord.Token = strings.TrimSpace(v)
+		cfg.Discord.TokenSource = EnvDiscordToken
+	} else if cfg.Discord.TokenFile != "" {
+		tok, err := readTokenFile(cfg.Discord.TokenFile, secrets)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		cfg.Discord.Token = tok
+		cfg.Discord.TokenSource = "discord.token_file"
+	}
+	if err := checkDiscordToken(cfg.Discord.Token); err != nil {
+		errs = append(errs, fmt.Errorf("discord token (%s): %w", cfg.Discord.TokenSource, err))
+	}
+	if v := l.getenv(EnvDiscordAPIURL); v != "" {
+		u, err := validateAPIURL(v)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", EnvDiscordAPIURL, err))
+		}
+		cfg.Discord.APIURL = u
+	}
+	return errs
+}
+
+// checkDiscordToken refuses characters a Discord bot token never has
+// (base64url segments joined by dots). The token is never shown.
+func checkDiscordToken(tok string) error {
+	for _, r := range tok {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' ||
+			r == '.' || r == '_' || r == '-') {
+			return errors.New("has a character a Discord bot token never has; the value is not shown")
+		}
+	}
+	return nil
+}
