@@ -54,7 +54,7 @@ func mint(cmd *cobra.Command, cfg *config.Config, gateway string, ttl time.Durat
 	// No daemon: mint straight into the store. Opening it takes the file
 	// lock, so this cannot race a daemon that is starting.
 	if !configured(cfg, gateway) {
-		return res, fmt.Errorf("gateway %q is not configured (known: telegram)", gateway)
+		return res, fmt.Errorf("gateway %q is not configured (known: telegram, discord; set its token first)", gateway)
 	}
 	return withStore(cfg, func(db *store.DB, p *pairing.Pairer) (control.MintResult, error) {
 		var bot string
@@ -71,7 +71,13 @@ func mint(cmd *cobra.Command, cfg *config.Config, gateway string, ttl time.Durat
 }
 
 func configured(cfg *config.Config, gateway string) bool {
-	return gateway == "telegram" && cfg.Telegram.Enabled()
+	switch gateway {
+	case "telegram":
+		return cfg.Telegram.Enabled()
+	case "discord":
+		return cfg.Discord.Enabled()
+	}
+	return false
 }
 
 // withStore opens the store and the pairing key of a home with no daemon.

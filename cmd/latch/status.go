@@ -57,20 +57,32 @@ func newStatusCmd() *cobra.Command {
 // offlineStatus reads the store of a home whose daemon is not running.
 func offlineStatus(cfg *config.Config) (control.Status, error) {
 	st := control.Status{Home: cfg.Home}
+	gws := []struct {
+		name       string
+		configured bool
+	}{{"telegram", cfg.Telegram.Enabled()}, {"discord", cfg.Discord.Enabled()}}
 	db, err := store.Open(config.DBPath(cfg.Home), store.Options{ReadOnly: true})
 	if err != nil {
 		// No database yet (never run) is not an error for status.
-		if cfg.Telegram.Enabled() {
-			st.Gateways = append(st.Gateways, control.GatewayStatus{Name: "telegram", Configured: true})
+		for _, g := range gws {
+			if g.configured {
+				st.Gateways = append(st.Gateways, control.GatewayStatus{Name: g.name, Configured: true})
+			}
 		}
 		return st, nil
 	}
 	defer db.Close()
 	err = db.View(func(tx *store.Tx) error {
-		gs, err := daemon.GatewayStatus(tx, "telegram", time.Now())
-		gs.Configured = cfg.Telegram.Enabled()
-		st.Gateways = append(st.Gateways, gs)
-		return err
+		for _, g := range gws {
+			gs, err := daemon.GatewayStatus(tx, g.name, time.Now())
+			if err != nil {
+				return err
+			}
+			if gs.Configured = g.configured; g.configured || gs.Latch != nil {
+				st.Gateways = append(st.Gateways, gs)
+			}
+		}
+		return nil
 	})
 	return st, err
 }
