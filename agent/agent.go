@@ -132,9 +132,37 @@ func (a *Agent) Turn(ctx context.Context, key SessionKey, text string, ev Events
 	if err != nil {
 		return err
 	}
+	// An earlier turn that was cut and not resumed ends here.
+	s.closeTurn(noteRestart)
 	s.Messages = append(s.Messages, provider.Message{Role: provider.RoleUser,
 		Content: []provider.Block{{Type: provider.BlockText, Text: text}}})
-	err = a.steps(ctx, key, s, ev)
+	return a.run(ctx, key, s, ev)
+}
+
+// ErrNothingToResume is returned by Resume when the session's last turn
+// had already ended.
+var ErrNothingToResume = errors.New("nothing to resume")
+
+// Resume continues a turn a restart cut, from its last completed step: a
+// tool call that was running gets "interrupted by a restart" as its result
+// and the model decides what to do next.
+func (a *Agent) Resume(ctx context.Context, key SessionKey, ev Events) error {
+	if a.cfg.Provider == nil {
+		return errors.New("no model is configured")
+	}
+	s, err := a.load(key)
+	if err != nil {
+		return err
+	}
+	if !s.unfinished() {
+		return ErrNothingToResume
+	}
+	return a.run(ctx, key, s, ev)
+}
+
+// run runs steps and saves the session, closing the turn on an error.
+func (a *Agent) run(ctx context.Context, key SessionKey, s *session, ev Events) error {
+	err := a.steps(ctx, key, s, ev)
 	if err != nil {
 		note := "(turn ended: " + provider.Describe(err) + ")"
 		if errors.Is(err, ErrMaxSteps) {

@@ -355,3 +355,30 @@ func TestProviderErrorIsOneSentence(t *testing.T) {
 		t.Errorf("describe = %q", d)
 	}
 }
+
+func TestResumeContinuesFromLastStep(t *testing.T) {
+	f := newFixture(t, nil)
+	// A turn that a crash cut while a tool ran: the call has no result.
+	s, _ := f.agent.load(chat)
+	s.Messages = append(s.Messages,
+		provider.Message{Role: provider.RoleUser, Content: []provider.Block{{Type: provider.BlockText, Text: "build it"}}},
+		provider.Message{Role: provider.RoleAssistant, Content: []provider.Block{{Type: provider.BlockToolUse, ID: "toolu_x", Name: ToolBash, Input: []byte(`{"command":"make"}`)}}})
+	f.agent.save(chat, s)
+	f.fake.Script(anthropictest.Text("The build was interrupted; run it again?"))
+	ev := &recorder{}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := New(f.cfg).Resume(ctx, chat, ev); err != nil {
+		t.Fatal(err)
+	}
+	if ev.final != "The build was interrupted; run it again?" || len(ev.started) != 0 {
+		t.Errorf("final %q, tools run %v", ev.final, ev.started)
+	}
+	body := string(f.fake.Requests()[0].Body)
+	if !strings.Contains(body, noteInterrupted) || strings.Count(body, "build it") != 1 {
+		t.Errorf("resumed request: %s", body)
+	}
+	if err := New(f.cfg).Resume(ctx, chat, &recorder{}); !errors.Is(err, ErrNothingToResume) {
+		t.Errorf("second resume: %v", err)
+	}
+}

@@ -57,27 +57,29 @@ func (a *Agent) save(key SessionKey, s *session) error {
 }
 
 // repair makes a history that a crash cut valid again: a tool call without
-// a result gets "interrupted" as its result (it is never re-run), and a
-// history must not end on the user's side before new user text is added.
+// a result gets "interrupted" as its result — it is never re-run; the model
+// reads that and decides what to do next when the turn resumes.
 func (s *session) repair() {
 	n := len(s.Messages)
-	if n == 0 {
+	if n == 0 || s.Messages[n-1].Role != provider.RoleAssistant {
 		return
 	}
-	last := s.Messages[n-1]
-	if last.Role == provider.RoleAssistant {
-		var results []provider.Block
-		for _, b := range last.Content {
-			if b.Type == provider.BlockToolUse {
-				results = append(results, provider.Block{Type: provider.BlockToolResult, ID: b.ID, Text: noteInterrupted, IsError: true})
-			}
+	var results []provider.Block
+	for _, b := range s.Messages[n-1].Content {
+		if b.Type == provider.BlockToolUse {
+			results = append(results, provider.Block{Type: provider.BlockToolResult, ID: b.ID, Text: noteInterrupted, IsError: true})
 		}
-		if results == nil {
-			return
-		}
+	}
+	if results != nil {
 		s.Messages = append(s.Messages, provider.Message{Role: provider.RoleUser, Content: results})
 	}
-	s.closeTurn(noteRestart)
+}
+
+// unfinished reports whether the history ends on the user's side: a turn
+// that a crash or stop cut before the model answered.
+func (s *session) unfinished() bool {
+	n := len(s.Messages)
+	return n > 0 && s.Messages[n-1].Role == provider.RoleUser
 }
 
 // closeTurn keeps the strict user/assistant alternation providers expect: a

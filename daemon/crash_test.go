@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/latchd/latch/agent/provider/anthropic/anthropictest"
 	"github.com/latchd/latch/config"
 )
 
@@ -115,5 +117,45 @@ func (e *env) startChild() *exec.Cmd {
 			e.t.Fatalf("child daemon not ready: %v\n%s", err, e.logs.String())
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestE2EKill9MidTurnResumes: SIGKILL while an agent tool runs. After the
+// restart the turn resumes from its last completed step: the tool call is
+// not run again, the model is told it was interrupted and decides what to
+// do, and the chat is told.
+func TestE2EKill9MidTurnResumes(t *testing.T) {
+	e := newEnv(t)
+	fake := anthropictest.New(modelKey)
+	t.Cleanup(fake.Close)
+	cfgText := fmt.Sprintf("[agent]\nprovider = \"anthropic\"\nmodel = \"claude-test\"\nbase_url = %q\napi_key = %q\n\n[agent.permissions]\nbash = \"allow\"\n",
+		fake.URL(), modelKey)
+	if err := os.WriteFile(filepath.Join(e.home, "config.toml"), []byte(cfgText), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	child := e.startChild()
+	e.pair()
+	marker := filepath.Join(e.home, "workspace", "ran")
+	fake.Script(anthropictest.ToolUse("toolu_1", "bash", `{"command":"echo $$ > pgid; echo x >> ran; sleep 30"}`))
+	e.say(owner, "run the long job")
+	waitFor(t, func() bool { b, _ := os.ReadFile(marker); return len(b) > 0 })
+	child.Process.Kill()
+	child.Wait()
+	if b, err := os.ReadFile(filepath.Join(e.home, "workspace", "pgid")); err == nil {
+		if pgid, _ := strconv.Atoi(strings.TrimSpace(string(b))); pgid > 1 {
+			syscall.Kill(-pgid, syscall.SIGKILL)
+		}
+	}
+
+	fake.Script(anthropictest.Text("The job was cut by a restart. Shall I start it again?"))
+	e.startChild()
+	e.waitReply(owner.ID, "continuing from the last completed step")
+	e.waitReply(owner.ID, "Shall I start it again?")
+	if b, _ := os.ReadFile(marker); string(b) != "x\n" {
+		t.Errorf("marker = %q: the tool call ran again", b)
+	}
+	reqs := fake.Requests()
+	if last := string(reqs[len(reqs)-1].Body); !strings.Contains(last, "interrupted by a restart") {
+		t.Errorf("the model was not told: %s", last)
 	}
 }

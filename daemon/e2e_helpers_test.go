@@ -204,7 +204,13 @@ func (e *env) waitReply(chatID int64, want string) telegramtest.Sent {
 // waitConfirmed waits until the fake saw the bot confirm update id.
 func (e *env) waitConfirmed(updateID int) {
 	e.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	e.waitConfirmedWithin(updateID, 30*time.Second)
+}
+
+// waitConfirmedWithin is waitConfirmed with a deadline for long floods.
+func (e *env) waitConfirmedWithin(updateID int, d time.Duration) {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	if err := e.tg.Wait(ctx, func() bool { return e.tg.ConfirmedOffset() > updateID }); err != nil {
 		e.t.Fatalf("update %d never confirmed (offset %d): %v", updateID, e.tg.ConfirmedOffset(), err)

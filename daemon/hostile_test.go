@@ -5,6 +5,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/latchd/latch/config"
 	"github.com/latchd/latch/gateways/telegram/telegramtest"
@@ -30,7 +31,9 @@ func TestE2EStrangerFlood(t *testing.T) {
 		u := telegramtest.User{ID: int64(10_000 + i%1000), FirstName: "s"}
 		last = e.tg.SendText(telegramtest.Private(u), u, texts[i%len(texts)])
 	}
-	e.waitConfirmed(last)
+	// Generous: the race detector and a shared 2-core machine make this
+	// slow; the budget is about correctness, the bench measures speed.
+	e.waitConfirmedWithin(last, 5*time.Minute)
 	e.say(owner, "!echo still mine")
 	e.waitReply(owner.ID, "still mine")
 	for _, m := range e.tg.Sent() {

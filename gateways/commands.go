@@ -92,6 +92,8 @@ func (h *Hub) handle(ctx context.Context, c *chat, e store.Entry) {
 	case e.Kind == store.KindNotice:
 		h.send(ctx, e.Gateway, e.ChatID, Reply{Text: e.Text, ReplyTo: e.MessageID})
 		h.finish(e, false)
+	case e.Kind == store.KindResume:
+		h.resumeTurn(ctx, c, e)
 	case strings.HasPrefix(strings.TrimSpace(e.Text), "!"):
 		h.runCommand(ctx, c, e)
 	case len(decodeExtra(e).Files) > 0:

@@ -3,6 +3,7 @@ package gateways
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/latchd/latch/store"
@@ -92,8 +93,10 @@ func (h *Hub) runningTotal() int {
 	return n
 }
 
-// recoverInbox turns every entry that was running when the last process
-// died into a notice for its chat: a command is never run twice.
+// recoverInbox handles every entry that was running when the last process
+// died: a command is never run twice — the chat is told instead; an agent
+// turn resumes once from its last completed step (the tool call that was
+// running gets "interrupted" as its result, never a second run).
 func (h *Hub) recoverInbox() error {
 	return h.cfg.Store.Update(func(tx *store.Tx) error {
 		var cut []store.Entry
@@ -107,18 +110,34 @@ func (h *Hub) recoverInbox() error {
 			return err
 		}
 		for _, e := range cut {
-			h.log.Warn("command interrupted by restart; not re-run", "gateway", e.Gateway, "seq", e.Seq)
 			if err := tx.DeleteInbox(e.Seq); err != nil {
 				return err
 			}
-			notice := store.Entry{Kind: store.KindNotice, Gateway: e.Gateway, ChatID: e.ChatID,
+			next := store.Entry{Kind: store.KindNotice, Gateway: e.Gateway, ChatID: e.ChatID, UserID: e.UserID,
 				MessageID: e.MessageID, Text: MsgInterrupted + e.Text, Received: h.cfg.Now()}
-			if _, err := tx.AppendInbox(notice); err != nil {
+			if h.resumable(e) {
+				next.Kind, next.Text = store.KindResume, e.Text
+				h.log.Warn("agent turn cut by a restart; resuming from its last step", "gateway", e.Gateway, "seq", e.Seq)
+			} else {
+				h.log.Warn("command interrupted by restart; not re-run", "gateway", e.Gateway, "seq", e.Seq)
+			}
+			if _, err := tx.AppendInbox(next); err != nil {
 				return err
 			}
 		}
 		return nil
 	})
+}
+
+// resumable: an agent turn (not a !command, not already a resumed one)
+// with a model to continue it.
+func (h *Hub) resumable(e store.Entry) bool {
+	if e.Kind != store.KindMessage || h.cfg.Agent == nil || !h.cfg.Agent.Enabled() {
+		return false
+	}
+	text := strings.TrimSpace(e.Text)
+	name, _ := splitCommand(text)
+	return !strings.HasPrefix(text, "!") && name == ""
 }
 
 // dispatchPending hands every not yet dispatched inbox entry to its chat.
@@ -147,6 +166,10 @@ func (h *Hub) dispatchPending(ctx context.Context) error {
 // running job (/stop, /status, /help) are answered at once; everything
 // else joins the chat's queue.
 func (h *Hub) dispatch(ctx context.Context, e store.Entry) {
+	if e.Kind == store.KindResume && !h.stillLatched(e) {
+		h.finish(e, false)
+		return
+	}
 	if e.Kind == store.KindMessage {
 		if !h.stillLatched(e) {
 			h.finish(e, false)

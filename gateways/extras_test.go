@@ -130,3 +130,5 @@ func TestFilesLandInTheWorkspaceInbox(t *testing.T) {
 		t.Errorf("saved file = %q, %v", b, err)
 	}
 }
+
+func (a *decidingAgent) Resume(context.Context, agent.SessionKey, agent.Events) error { return nil }

@@ -389,3 +389,5 @@ func TestWedgedLoopStopsHeartbeat(t *testing.T) {
 		t.Fatal("heartbeat did not resume after the loop was released")
 	}
 }
+
+func (a *stuckAgent) Resume(context.Context, agent.SessionKey, agent.Events) error { return nil }

@@ -16,6 +16,7 @@ import (
 type Agent interface {
 	Enabled() bool
 	Turn(ctx context.Context, key agent.SessionKey, text string, ev agent.Events) error
+	Resume(ctx context.Context, key agent.SessionKey, ev agent.Events) error
 	Decide(key agent.SessionKey, id string, d agent.Decision) error
 	Reset(key agent.SessionKey) error
 	Status(key agent.SessionKey) (agent.Status, error)
@@ -57,6 +58,28 @@ func (h *Hub) runTurn(ctx context.Context, c *chat, e store.Entry) {
 			return
 		}
 		h.log.Warn("agent turn ended with an error", "gateway", e.Gateway, "err", err)
+		h.send(ctx, e.Gateway, e.ChatID, Reply{Text: turnError(err, jobCtx), ReplyTo: e.MessageID})
+	})
+}
+
+// MsgResuming tells the chat a cut turn goes on.
+const MsgResuming = "⚠ latch restarted during this request; continuing from the last completed step " +
+	"(a command that was running then was not run again)."
+
+// resumeTurn continues a turn a restart cut.
+func (h *Hub) resumeTurn(ctx context.Context, c *chat, e store.Entry) {
+	h.send(ctx, e.Gateway, e.ChatID, Reply{Text: MsgResuming, ReplyTo: e.MessageID})
+	h.runJob(ctx, c, e, clip(e.Text, 80), func(jobCtx context.Context) {
+		key := agent.SessionKey{Gateway: e.Gateway, Chat: e.ChatID}
+		ev := h.events(ctx, e)
+		err := h.cfg.Agent.Resume(jobCtx, key, ev)
+		if end, ok := ev.(interface{ End() }); ok {
+			end.End()
+		}
+		if err == nil || errors.Is(err, agent.ErrNothingToResume) || ctx.Err() != nil {
+			return
+		}
+		h.log.Warn("resumed turn ended with an error", "gateway", e.Gateway, "err", err)
 		h.send(ctx, e.Gateway, e.ChatID, Reply{Text: turnError(err, jobCtx), ReplyTo: e.MessageID})
 	})
 }

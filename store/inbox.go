@@ -26,6 +26,10 @@ const (
 	// KindNotice is a reply latch owes a chat (e.g. the answer to a pairing
 	// attempt decided at ingest); it is sent, then deleted.
 	KindNotice = "notice"
+	// KindResume continues an agent turn a restart cut, from its last
+	// completed step. It is resumed once: if it is cut again, the chat is
+	// told instead.
+	KindResume = "resume"
 )
 
 // Entry is one unit of inbound work.

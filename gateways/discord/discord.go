@@ -1,0 +1,466 @@
+// Package discord is latch's adapter for Discord. It keeps a gateway
+// (WebSocket) session through discordgo for inbound messages and button
+// presses, sends through Discord's REST API with discordgo's rate limiter,
+// and hands every message to the gateway sink. It only translates; policy
+// lives in package gateways.
+//
+// Discord has no update offset to confirm, so the cursor latch stores is
+// the id (a snowflake, which grows with time) of the last message handled
+// in each recently active channel. Live messages at or below it are
+// duplicates and dropped; on start-up, and whenever the gateway had to
+// start a new session instead of resuming, the channels in the cursor are
+// backfilled from their history (messages after the cursor, in order)
+// before live messages go on.
+//
+// The bot token travels in a header and in the IDENTIFY payload, never in a
+// URL; but discordgo's errors carry the request (header included) and its
+// debug log prints IDENTIFY. So every error this package returns or logs is
+// scrubbed, discordgo's own log lines are routed through a scrubber, and
+// its debug output stays off.
+package discord
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/bwmarrin/discordgo"
+	"github.com/gorilla/websocket"
+
+	"github.com/latchd/latch/gateways"
+)
+
+const (
+	gatewayName = "discord"
+	// DefaultAPIURL is Discord itself.
+	DefaultAPIURL = "https://discord.com"
+	// DefaultMaxUpload is the largest file SendFile uploads: Discord's
+	// limit in a server without boosts and in DMs.
+	DefaultMaxUpload = 10 << 20
+	// requestTimeout bounds one REST call; uploadTimeout one upload or
+	// download.
+	requestTimeout = 30 * time.Second
+	uploadTimeout  = 5 * time.Minute
+	// openTimeout bounds a gateway handshake (dial to READY or RESUMED),
+	// also of discordgo's own reconnects, so a silent server cannot wedge
+	// them.
+	openTimeout = 30 * time.Second
+	// closeGrace is how long closing waits for a handshake in progress.
+	closeGrace = 5 * time.Second
+)
+
+// ErrUnauthorized means Discord rejected the bot token. Retrying cannot fix
+// it: the configuration must change. It wraps gateways.ErrUnauthorized.
+var ErrUnauthorized error = unauthorizedError{}
+
+type unauthorizedError struct{}
+
+func (unauthorizedError) Error() string {
+	return "discord: the bot token was rejected by Discord (401 Unauthorized); check [discord] token"
+}
+
+func (unauthorizedError) Unwrap() error { return gateways.ErrUnauthorized }
+
+var (
+	// ErrEmptyReply is returned by Send for a reply with no visible text.
+	ErrEmptyReply = errors.New("discord: empty reply")
+	// ErrFileTooLarge is wrapped by SendFile and Download when a file is
+	// over the limit that applies.
+	ErrFileTooLarge = errors.New("file too large")
+	errNotStarted   = errors.New("discord: gateway not started")
+	errClosed       = errors.New("discord: gateway closed")
+)
+
+// Config configures the Discord gateway.
+type Config struct {
+	// Token is the bot token from the Developer Portal. It is a secret.
+	Token string
+	// APIURL is the API base (scheme and host); DefaultAPIURL if empty. A
+	// test fake goes here. See SetAPIBase: it is process-global.
+	APIURL string
+	// AllowGroups also reads server (guild) channels, where only messages
+	// that mention the bot count. Off: direct messages only.
+	AllowGroups bool
+	// MaxUpload is SendFile's limit in bytes; DefaultMaxUpload if zero.
+	MaxUpload int64
+	// MinBackoff and MaxBackoff bound the wait between retries after an
+	// error (defaults 1s and 60s). Tests shorten them.
+	MinBackoff, MaxBackoff time.Duration
+}
+
+// Gateway is one Discord bot. It implements gateways.Gateway,
+// CallbackAnswerer, Downloader, FileSender and TurnRenderer.
+type Gateway struct {
+	cfg      Config
+	log      *slog.Logger
+	http     *http.Client // REST, through discordgo
+	download *http.Client // attachments, without the token
+	queue    eventQueue
+
+	mu       sync.Mutex
+	session  *discordgo.Session // set by Start
+	net      *netGuard          // the session's gateway connections
+	botID    string
+	info     gateways.Info
+	readies  int             // READY events seen: the first is Start's
+	answered map[string]bool // channels sent to since the cursor last noted them
+	texts    textMemory      // content of recent messages with buttons
+}
+
+var (
+	_ gateways.Gateway          = (*Gateway)(nil)
+	_ gateways.CallbackAnswerer = (*Gateway)(nil)
+	_ gateways.Downloader       = (*Gateway)(nil)
+	_ gateways.FileSender       = (*Gateway)(nil)
+	_ gateways.TurnRenderer     = (*Gateway)(nil)
+)
+
+// New returns a gateway for cfg. It does not touch the network until Start.
+// log should already name the gateway (the daemon adds gateway=discord).
+func New(cfg Config, log *slog.Logger) *Gateway {
+	cfg.Token = strings.TrimSpace(cfg.Token)
+	cfg.APIURL = strings.TrimRight(strings.TrimSpace(cfg.APIURL), "/")
+	if cfg.APIURL == "" {
+		cfg.APIURL = DefaultAPIURL
+	}
+	if cfg.MaxUpload <= 0 {
+		cfg.MaxUpload = DefaultMaxUpload
+	}
+	if cfg.MinBackoff <= 0 {
+		cfg.MinBackoff = time.Second
+	}
+	if cfg.MaxBackoff <= 0 {
+		cfg.MaxBackoff = time.Minute
+	}
+	cfg.MaxBackoff = max(cfg.MaxBackoff, cfg.MinBackoff)
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	transport.ResponseHeaderTimeout = requestTimeout
+	g := &Gateway{
+		cfg: cfg,
+		log: log,
+		http: &http.Client{
+			Transport: transport,
+			// A redirect would carry the Authorization header on; Discord's
+			// API does not redirect.
+			CheckRedirect: func(*http.Request, []*http.Request) error {
+				return errors.New("redirect refused: Discord's API does not redirect")
+			},
+		},
+		queue:    newEventQueue(),
+		answered: map[string]bool{},
+	}
+	g.download = &http.Client{Transport: transport, CheckRedirect: g.checkDownloadRedirect}
+	return g
+}
+
+// Name is the gateway's configuration key, "discord".
+func (g *Gateway) Name() string { return gatewayName }
+
+// Info reports the bot name and connection state.
+func (g *Gateway) Info() gateways.Info {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.info
+}
+
+// Start verifies the token (GET /users/@me), then opens the gateway
+// session and waits for READY. A rejected token gives ErrUnauthorized; a
+// refused intent says what to enable; any other error is transient and
+// Start may be called again. Messages that arrive from here on are queued
+// for Run.
+func (g *Gateway) Start(ctx context.Context) error {
+	if g.cfg.Token == "" {
+		return errors.New("discord: no bot token configured ([discord] token)")
+	}
+	if err := g.checkAPIURL(); err != nil {
+		return err
+	}
+	if err := SetAPIBase(g.cfg.APIURL); err != nil {
+		return err
+	}
+	g.Close() // a session of an earlier Start
+	attachLibraryLog(g)
+	s, n := g.newSession()
+	var me *discordgo.User
+	err := g.call(ctx, requestTimeout, nil, func(opts ...discordgo.RequestOption) (err error) {
+		me, err = s.User("@me", opts...)
+		return err
+	})
+	if err != nil {
+		err = g.startError(err)
+		g.setError(err)
+		return err
+	}
+	g.mu.Lock()
+	g.session, g.net, g.botID = s, n, me.ID
+	g.info.BotName = me.Username
+	g.readies = 0
+	g.mu.Unlock()
+	if err := g.open(ctx, s, n); err != nil {
+		g.mu.Lock()
+		g.session, g.net = nil, nil
+		g.mu.Unlock()
+		err = g.openError(err)
+		g.setError(err)
+		return err
+	}
+	g.log.Info("connected to the Discord gateway", "bot", me.Username)
+	return nil
+}
+
+// newSession makes a discordgo session set up for latch: its REST client,
+// a guarded WebSocket dialer, quiet logging, events delivered in order.
+func (g *Gateway) newSession() (*discordgo.Session, *netGuard) {
+	s, _ := discordgo.New("Bot " + g.cfg.Token) // New never fails
+	n := &netGuard{pending: map[net.Conn]bool{}}
+	s.LogLevel = discordgo.LogWarning // LogDebug would print IDENTIFY, token included
+	s.Debug = false
+	s.Client = g.http
+	s.Dialer = &websocket.Dialer{Proxy: http.ProxyFromEnvironment, HandshakeTimeout: openTimeout, NetDialContext: n.dial}
+	// Handlers run one after another on the reading goroutine, so messages
+	// keep their order; they only queue.
+	s.SyncEvents = true
+	s.StateEnabled = false
+	s.ShouldReconnectOnError = true
+	s.ShouldRetryOnRateLimit = false // call waits out a 429 itself, under its context
+	s.Identify.Intents = discordgo.IntentsDirectMessages | discordgo.IntentsMessageContent
+	if g.cfg.AllowGroups {
+		s.Identify.Intents |= discordgo.IntentsGuildMessages
+	}
+	s.AddHandler(g.onReady)
+	s.AddHandler(g.onResumed)
+	s.AddHandler(func(*discordgo.Session, *discordgo.Connect) { n.established(); g.setConnected(true) })
+	s.AddHandler(func(*discordgo.Session, *discordgo.Disconnect) { g.onDisconnect(n) })
+	s.AddHandler(g.onMessage)
+	s.AddHandler(g.onInteraction)
+	return s, n
+}
+
+// open runs discordgo's Open (which takes no context) until READY, or
+// until ctx ends: then the connection being set up is cut.
+func (g *Gateway) open(ctx context.Context, s *discordgo.Session, n *netGuard) error {
+	done := make(chan error, 1)
+	go func() { done <- s.Open() }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		n.close()
+		if err := <-done; err == nil {
+			_ = s.Close()
+		}
+		return ctx.Err()
+	}
+}
+
+// Close ends the gateway session. Send and the other REST calls fail
+// afterwards until Start is called again. It is safe to call more than
+// once.
+func (g *Gateway) Close() error {
+	g.mu.Lock()
+	s, n := g.session, g.net
+	g.session, g.net = nil, nil
+	g.mu.Unlock()
+	err := g.closeGateway(s, n)
+	detachLibraryLog(g)
+	return err
+}
+
+// closeGateway closes a session's WebSocket (REST keeps working) and keeps
+// discordgo from reconnecting it: a close of an established connection
+// tells discordgo's reader not to reconnect, and the guard refuses dials
+// from then on. discordgo's Close waits for a handshake in progress (it
+// holds the session's lock); one that does not finish within closeGrace
+// is cut. (If discordgo is between two reconnect attempts, or the
+// handshake had to be cut, its reconnect loop keeps running, refused,
+// until the process exits: discordgo offers no way to stop it.)
+func (g *Gateway) closeGateway(s *discordgo.Session, n *netGuard) error {
+	if s == nil {
+		return nil
+	}
+	n.refuse()
+	done := make(chan error, 1)
+	go func() { done <- s.Close() }() // sends close 1000: Discord ends the session
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(closeGrace):
+		n.close()
+		err = <-done
+	}
+	n.close()
+	g.setConnected(false)
+	return g.scrub(err)
+}
+
+// started returns the session, or errNotStarted.
+func (g *Gateway) started() (*discordgo.Session, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.session == nil {
+		return nil, errNotStarted
+	}
+	return g.session, nil
+}
+
+func (g *Gateway) botUserID() string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.botID
+}
+
+// checkAPIURL refuses a URL that is not http(s) and warns about clear text.
+func (g *Gateway) checkAPIURL() error {
+	u, err := url.Parse(g.cfg.APIURL)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+		return fmt.Errorf("discord: invalid api_url %q: want an http(s) URL", g.cfg.APIURL)
+	}
+	if u.Scheme == "http" && !isLoopback(u.Hostname()) {
+		g.log.Warn("api_url is not HTTPS: the bot token crosses the network in clear text", "api_url", g.cfg.APIURL)
+	}
+	return nil
+}
+
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// startError turns a failed token check into an error that says what to fix.
+func (g *Gateway) startError(err error) error {
+	switch {
+	case isAPI(err, http.StatusUnauthorized, 0):
+		return ErrUnauthorized
+	case isAPI(err, http.StatusNotFound, 0):
+		return fmt.Errorf("discord: the API answered 404 Not Found to GET /users/@me; check [discord] api_url: %w", err)
+	}
+	return fmt.Errorf("discord: verify the bot token: %w", err)
+}
+
+// openError explains a failed gateway handshake.
+func (g *Gateway) openError(err error) error {
+	err = g.scrub(err)
+	var ce *websocket.CloseError
+	if errors.As(err, &ce) {
+		switch ce.Code {
+		case 4004:
+			return ErrUnauthorized
+		case 4014:
+			return errors.New("discord: the gateway refused the Message Content intent (4014 Disallowed intent(s)); " +
+				"enable \"Message Content Intent\" for the bot in the Discord Developer Portal")
+		case 4013:
+			return fmt.Errorf("discord: the gateway refused latch's intents: %w", err)
+		}
+	}
+	return fmt.Errorf("discord: open the gateway: %w", err)
+}
+
+func (g *Gateway) setConnected(on bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.info.Connected = on
+	if on {
+		g.info.LastError = ""
+	}
+}
+
+// setError records a failure for Info.
+func (g *Gateway) setError(err error) {
+	if err == nil || errors.Is(err, context.Canceled) {
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.info.LastError = g.scrub(err).Error()
+}
+
+// scrub removes the bot token (and any extra secrets) from err.
+func (g *Gateway) scrub(err error, extra ...string) error {
+	return scrub(err, append([]string{g.cfg.Token}, extra...)...)
+}
+
+// netGuard dials the gateway's connections. Each gets a deadline that
+// lasts until the handshake is done (Connect), so a silent server cannot
+// wedge discordgo's Open, which has no timeout of its own. Once closed it
+// refuses to dial, so discordgo's reconnect loop cannot bring a closed
+// gateway back.
+type netGuard struct {
+	mu      sync.Mutex
+	pending map[net.Conn]bool
+	closed  bool
+}
+
+func (n *netGuard) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	n.mu.Lock()
+	closed := n.closed
+	n.mu.Unlock()
+	if closed {
+		return nil, errClosed
+	}
+	c, err := (&net.Dialer{Timeout: openTimeout}).DialContext(ctx, network, addr)
+	if err != nil {
+		return nil, err
+	}
+	_ = c.SetDeadline(time.Now().Add(openTimeout))
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.closed {
+		c.Close()
+		return nil, errClosed
+	}
+	n.pending[c] = true
+	return c, nil
+}
+
+// established lifts the handshake deadline: the session is up.
+func (n *netGuard) established() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for c := range n.pending {
+		_ = c.SetDeadline(time.Time{})
+	}
+	clear(n.pending)
+}
+
+// refuse refuses further dials.
+func (n *netGuard) refuse() {
+	if n == nil {
+		return
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.closed = true
+}
+
+// close refuses further dials and cuts a handshake in progress.
+func (n *netGuard) close() {
+	if n == nil {
+		return
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.closed = true
+	for c := range n.pending {
+		_ = c.SetDeadline(time.Unix(1, 0))
+	}
+	clear(n.pending)
+}
+
+func (n *netGuard) isClosed() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.closed
+}

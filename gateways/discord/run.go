@@ -1,0 +1,392 @@
+package discord
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"slices"
+	"sync"
+
+	"github.com/bwmarrin/discordgo"
+
+	"github.com/latchd/latch/gateways"
+)
+
+const (
+	// maxQueue bounds the events waiting for Run. Past it, messages are
+	// dropped and fetched again by a backfill.
+	maxQueue = 4096
+	// pageSize is the most messages Discord returns per history request.
+	pageSize = 100
+	// maxPages bounds one channel's backfill, so a misbehaving server
+	// cannot keep it going forever.
+	maxPages = 100
+	// recentInteractions is how many interaction ids Run remembers to drop
+	// a press delivered twice.
+	recentInteractions = 256
+)
+
+// event is what the gateway's handlers queue for Run: a READY (a new
+// session: backfill), a message or a button press.
+type event struct {
+	ready bool
+	msg   *discordgo.Message
+	inter *discordgo.Interaction
+}
+
+// eventQueue hands events from discordgo's reading goroutine to Run
+// without ever blocking the reader.
+type eventQueue struct {
+	mu       sync.Mutex
+	items    []event
+	overflow bool
+	wake     chan struct{}
+}
+
+func newEventQueue() eventQueue { return eventQueue{wake: make(chan struct{}, 1)} }
+
+func (q *eventQueue) push(e event) {
+	q.mu.Lock()
+	if len(q.items) >= maxQueue {
+		q.overflow = true
+	} else {
+		q.items = append(q.items, e)
+	}
+	q.mu.Unlock()
+	select {
+	case q.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (q *eventQueue) take() ([]event, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	items, overflow := q.items, q.overflow
+	q.items, q.overflow = nil, false
+	return items, overflow
+}
+
+func (g *Gateway) onReady(_ *discordgo.Session, r *discordgo.Ready) {
+	g.mu.Lock()
+	if r.User != nil {
+		g.botID, g.info.BotName = r.User.ID, r.User.Username
+	}
+	g.readies++
+	again := g.readies > 1
+	g.mu.Unlock()
+	if again {
+		g.log.Warn("the gateway session could not be resumed; started a new one and backfilling missed messages")
+	}
+	g.queue.push(event{ready: true})
+}
+
+func (g *Gateway) onResumed(*discordgo.Session, *discordgo.Resumed) {
+	g.log.Info("gateway session resumed; missed events are replayed")
+}
+
+func (g *Gateway) onDisconnect(n *netGuard) {
+	g.setConnected(false)
+	if !n.isClosed() {
+		g.log.Warn("lost the gateway connection; reconnecting")
+	}
+}
+
+func (g *Gateway) onMessage(_ *discordgo.Session, m *discordgo.MessageCreate) {
+	if m.Message == nil || m.Author == nil || m.Author.ID == g.botUserID() {
+		return
+	}
+	g.queue.push(event{msg: m.Message})
+}
+
+func (g *Gateway) onInteraction(_ *discordgo.Session, i *discordgo.InteractionCreate) {
+	if i.Interaction != nil {
+		g.queue.push(event{inter: i.Interaction})
+	}
+}
+
+// Run hands what the gateway receives to sink until ctx ends: after the
+// stored cursor is read, the channels it names are backfilled, then live
+// messages and button presses follow in order; each batch is stored with
+// the cursor advanced past it. discordgo reconnects by itself; a resumed
+// session replays what was missed, a new one is backfilled. Run returns nil
+// when ctx ends (closing the gateway connection; REST calls keep working)
+// and ErrUnauthorized if the token stops working.
+func (g *Gateway) Run(ctx context.Context, sink gateways.Sink) error {
+	g.mu.Lock()
+	s, n := g.session, g.net
+	g.mu.Unlock()
+	if s == nil {
+		return errNotStarted
+	}
+	defer g.closeGateway(s, n)
+	r := &runner{g: g, s: s, sink: sink}
+	if !r.loadCursor(ctx) {
+		return nil
+	}
+	for {
+		items, overflow := g.queue.take()
+		if len(items) == 0 && !overflow {
+			select {
+			case <-g.queue.wake:
+				continue
+			case <-ctx.Done():
+				return nil
+			}
+		}
+		if err := r.process(ctx, items, overflow); err != nil || ctx.Err() != nil {
+			return err
+		}
+	}
+}
+
+// runner is the state of one Run.
+type runner struct {
+	g      *Gateway
+	s      *discordgo.Session
+	sink   gateways.Sink
+	cur    cursor
+	recent []string // ids of recent interactions
+}
+
+// loadCursor reads the stored cursor, retrying store errors. It returns
+// false when ctx ended first.
+func (r *runner) loadCursor(ctx context.Context) bool {
+	bo := r.g.newBackoff()
+	for {
+		c, err := r.sink.Cursor(ctx, gatewayName)
+		if err == nil {
+			var ok bool
+			if r.cur, ok = parseCursor(c); !ok {
+				r.g.log.Warn("ignoring an invalid stored cursor; nothing will be backfilled")
+			}
+			return true
+		}
+		if ctx.Err() != nil {
+			return false
+		}
+		d := bo.next()
+		r.g.log.Warn("reading the cursor failed; retrying", "err", r.g.scrub(err), "retry_in", d)
+		if !sleep(ctx, d) {
+			return false
+		}
+	}
+}
+
+// process handles queued events in order: runs of messages and presses are
+// stored as one batch each; a READY backfills first. An overflow (events
+// were dropped) is made good by a backfill at the end.
+func (r *runner) process(ctx context.Context, items []event, overflow bool) error {
+	start := 0
+	for i, e := range items {
+		if !e.ready {
+			continue
+		}
+		r.live(ctx, items[start:i])
+		if err := r.backfill(ctx); err != nil {
+			return err
+		}
+		start = i + 1
+	}
+	r.live(ctx, items[start:])
+	if overflow {
+		r.g.log.Warn("too many events waited for the store; fetching the dropped messages again")
+		return r.backfill(ctx)
+	}
+	return nil
+}
+
+// live translates and stores a run of live events. Messages at or below
+// the cursor of their channel were handled already (by a backfill, or
+// delivered twice) and are dropped.
+func (r *runner) live(ctx context.Context, evs []event) {
+	if len(evs) == 0 {
+		return
+	}
+	next := r.cur.clone()
+	var msgs []gateways.Message
+	for _, e := range evs {
+		switch {
+		case e.msg != nil:
+			id, ok := snowflake(e.msg.ID)
+			if !ok {
+				continue
+			}
+			if next.seen(e.msg.ChannelID, id) {
+				r.g.log.Debug("skipping a message handled already", "message_id", e.msg.ID)
+				continue
+			}
+			if m, ok := r.g.translate(e.msg); ok {
+				next.advance(e.msg.ChannelID, e.msg.GuildID, id)
+				msgs = append(msgs, m)
+			}
+		case e.inter != nil:
+			if slices.Contains(r.recent, e.inter.ID) {
+				continue
+			}
+			r.recent = append(r.recent, e.inter.ID)
+			if len(r.recent) > recentInteractions {
+				r.recent = r.recent[1:]
+			}
+			if m, ok := r.g.translateInteraction(e.inter); ok {
+				msgs = append(msgs, m)
+			}
+		}
+	}
+	if len(msgs) > 0 {
+		r.ingest(ctx, next, msgs)
+	}
+}
+
+// ingest stores msgs with the cursor next, retrying the same batch until
+// the sink takes it or ctx ends. Only then does the cursor move.
+func (r *runner) ingest(ctx context.Context, next cursor, msgs []gateways.Message) bool {
+	next.markAnswered(r.g.takeAnswered())
+	bo := r.g.newBackoff()
+	for {
+		err := r.sink.Ingest(ctx, gatewayName, next.encode(), msgs)
+		if err == nil {
+			r.cur = next
+			return true
+		}
+		if ctx.Err() != nil {
+			return false
+		}
+		d := bo.next()
+		r.g.log.Warn("storing messages failed; retrying the same batch",
+			"err", r.g.scrub(err), "messages", len(msgs), "retry_in", d)
+		if !sleep(ctx, d) {
+			return false
+		}
+	}
+}
+
+// backfill fetches, for every channel of the cursor, the messages after
+// the last one handled, oldest first, and stores them page by page. A
+// channel latch can no longer read is forgotten. It returns an error only
+// for a token Discord no longer accepts.
+func (r *runner) backfill(ctx context.Context) error {
+	for _, ch := range slices.Clone(r.cur.Channels) {
+		err := r.backfillChannel(ctx, ch)
+		switch {
+		case ctx.Err() != nil:
+			return nil
+		case isAPI(err, http.StatusUnauthorized, 0):
+			r.g.log.Error("Discord rejected the bot token; stopping", "err", err)
+			return ErrUnauthorized
+		case err != nil:
+			r.g.log.Warn("cannot read a channel's history any more; forgetting it", "channel_id", ch.ID, "err", err)
+			next := r.cur.clone()
+			next.forget(ch.ID)
+			r.ingest(ctx, next, nil)
+		}
+	}
+	return nil
+}
+
+func (r *runner) backfillChannel(ctx context.Context, ch mark) error {
+	after := ch.last
+	for range maxPages {
+		page, err := r.history(ctx, ch.ID, after)
+		if err != nil {
+			return err
+		}
+		next := r.cur.clone()
+		var msgs []gateways.Message
+		highest := after
+		for _, m := range page {
+			id, _ := snowflake(m.ID)
+			if id <= after {
+				continue
+			}
+			highest = max(highest, id)
+			if next.seen(ch.ID, id) {
+				continue
+			}
+			if m.GuildID == "" {
+				m.GuildID = ch.Guild // history answers leave guild_id out
+			}
+			if gm, ok := r.g.translate(m); ok {
+				msgs = append(msgs, gm)
+			}
+		}
+		if highest == after {
+			return nil
+		}
+		// Past the bot's own replies and others' skipped messages too:
+		// the next backfill need not read them again.
+		next.advance(ch.ID, ch.Guild, highest)
+		if len(msgs) > 0 {
+			r.g.log.Info("backfilled messages", "channel_id", ch.ID, "messages", len(msgs))
+		}
+		if !r.ingest(ctx, next, msgs) {
+			return ctx.Err()
+		}
+		if len(page) < pageSize {
+			return nil
+		}
+		after = highest
+	}
+	return nil
+}
+
+// history reads one page of a channel's messages after an id, oldest
+// first. Transient errors are retried until ctx ends; a 4xx other than 429
+// is returned.
+func (r *runner) history(ctx context.Context, channel string, after uint64) ([]*discordgo.Message, error) {
+	bo := r.g.newBackoff()
+	for {
+		var page []*discordgo.Message
+		err := r.g.call(ctx, requestTimeout, nil, func(opts ...discordgo.RequestOption) (err error) {
+			page, err = r.s.ChannelMessages(channel, pageSize, "", formatID(after), "", opts...)
+			return err
+		})
+		var apiErr *APIError
+		switch {
+		case err == nil:
+			slices.SortFunc(page, func(a, b *discordgo.Message) int {
+				x, _ := snowflake(a.ID)
+				y, _ := snowflake(b.ID)
+				return cmpUint(x, y)
+			})
+			return page, nil
+		case ctx.Err() != nil:
+			return nil, ctx.Err()
+		case errors.As(err, &apiErr) && apiErr.Status >= 400 && apiErr.Status < 500:
+			return nil, err
+		}
+		d := bo.next()
+		r.g.log.Warn("reading a channel's history failed; retrying", "channel_id", channel, "err", err, "retry_in", d)
+		if !sleep(ctx, d) {
+			return nil, ctx.Err()
+		}
+	}
+}
+
+func cmpUint(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// markAnswered notes that latch sent to a channel; the cursor keeps such
+// channels longest.
+func (g *Gateway) markAnswered(channel string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if len(g.answered) < maxQueue {
+		g.answered[channel] = true
+	}
+}
+
+func (g *Gateway) takeAnswered() map[string]bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	a := g.answered
+	g.answered = map[string]bool{}
+	return a
+}

@@ -1,0 +1,125 @@
+package discord
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/bwmarrin/discordgo"
+
+	"github.com/latchd/latch/gateways"
+)
+
+// Send delivers r to a channel, split into as many messages as Discord's
+// 2000-character limit needs, and returns the id of the last one. Text is
+// sent as Discord Markdown (the agent writes Markdown); a Pre reply becomes
+// ``` code blocks, closed and reopened across messages. No message pings
+// anyone (allowed_mentions is empty) or unfurls links: a preview would make
+// Discord fetch any URL in the text, which would let a manipulated agent
+// leak data without a click. ReplyTo threads the first message.
+func (g *Gateway) Send(ctx context.Context, chatID string, r gateways.Reply) (string, error) {
+	s, err := g.started()
+	if err != nil {
+		return "", err
+	}
+	if _, ok := snowflake(chatID); !ok {
+		return "", fmt.Errorf("discord: invalid channel id %q", chatID)
+	}
+	if _, ok := snowflake(r.ReplyTo); r.ReplyTo != "" && !ok {
+		return "", fmt.Errorf("discord: invalid reply-to message id %q", r.ReplyTo)
+	}
+	chunks := render(r)
+	if len(chunks) == 0 {
+		return "", ErrEmptyReply
+	}
+	var last string
+	for i, text := range chunks {
+		m := newMessage(text)
+		if i == 0 {
+			m.Reference = reference(chatID, r.ReplyTo)
+		}
+		sent, err := g.post(ctx, s, chatID, m)
+		if err != nil {
+			return "", fmt.Errorf("discord: send message %d of %d: %w", i+1, len(chunks), err)
+		}
+		last = sent.ID
+	}
+	return last, nil
+}
+
+// render cuts a reply into message texts, leaving out blank ones.
+func render(r gateways.Reply) []string {
+	text := strings.ToValidUTF8(r.Text, "\uFFFD")
+	if r.Pre {
+		text = fence + "\n" + escapeFences(strings.TrimRight(text, "\n")) + "\n" + fence
+	}
+	var out []string
+	for _, c := range chunk(text, maxContent) {
+		if !blank(c) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// newMessage is a message that pings no one and unfurls no link.
+func newMessage(text string) *discordgo.MessageSend {
+	return &discordgo.MessageSend{Content: text, AllowedMentions: noMentions(), Flags: discordgo.MessageFlagsSuppressEmbeds}
+}
+
+// noMentions is allowed_mentions {"parse": []}: mentions in the text stay
+// text. Parse must be an empty slice, not nil, or it marshals as null.
+func noMentions() *discordgo.MessageAllowedMentions {
+	return &discordgo.MessageAllowedMentions{Parse: []discordgo.AllowedMentionType{}}
+}
+
+// reference threads a message to replyTo; a deleted original does not fail
+// the send.
+func reference(chatID, replyTo string) *discordgo.MessageReference {
+	if replyTo == "" {
+		return nil
+	}
+	no := false
+	return &discordgo.MessageReference{MessageID: replyTo, ChannelID: chatID, FailIfNotExists: &no}
+}
+
+// post creates one message.
+func (g *Gateway) post(ctx context.Context, s *discordgo.Session, chatID string, m *discordgo.MessageSend) (*discordgo.Message, error) {
+	var sent *discordgo.Message
+	err := g.call(ctx, requestTimeout, nil, func(opts ...discordgo.RequestOption) (err error) {
+		sent, err = s.ChannelMessageSendComplex(chatID, m, opts...)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	g.markAnswered(chatID)
+	return sent, nil
+}
+
+// edit changes the text (and, when rows is not nil, the buttons) of a
+// message latch sent.
+func (g *Gateway) edit(ctx context.Context, s *discordgo.Session, chatID, msgID, text string, rows *[]discordgo.MessageComponent) error {
+	e := discordgo.NewMessageEdit(chatID, msgID).SetContent(text)
+	e.AllowedMentions = noMentions()
+	e.Components = rows
+	return g.call(ctx, requestTimeout, nil, func(opts ...discordgo.RequestOption) error {
+		_, err := s.ChannelMessageEditComplex(e, opts...)
+		return err
+	})
+}
+
+// Typing shows "typing…" in a channel for about ten seconds. It is a
+// courtesy: errors are logged at debug and otherwise ignored.
+func (g *Gateway) Typing(ctx context.Context, chatID string) {
+	s, err := g.started()
+	if err != nil {
+		return
+	}
+	err = g.call(ctx, requestTimeout, nil, func(opts ...discordgo.RequestOption) error {
+		return s.ChannelTyping(chatID, opts...)
+	})
+	if err != nil && ctx.Err() == nil {
+		g.log.Debug("typing failed; ignored", "err", err)
+	}
+}
