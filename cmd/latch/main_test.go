@@ -107,3 +107,22 @@ func TestVersion(t *testing.T) {
 		t.Errorf("version: %d %q", code, out)
 	}
 }
+
+func TestLoggerUnderJournald(t *testing.T) {
+	for _, journal := range []string{"", "8:1234"} {
+		t.Setenv("JOURNAL_STREAM", journal)
+		var buf bytes.Buffer
+		log, err := newLogger(&buf, "text", "info", "123456:SECRETtoken")
+		if err != nil {
+			t.Fatal(err)
+		}
+		log.Info("hello", "token", "123456:SECRETtoken")
+		out := buf.String()
+		if hasTime := strings.Contains(out, "time="); hasTime != (journal == "") {
+			t.Errorf("JOURNAL_STREAM=%q: %q", journal, out)
+		}
+		if strings.Contains(out, "SECRET") {
+			t.Errorf("secret logged: %q", out)
+		}
+	}
+}

@@ -77,6 +77,15 @@ func newLogger(w io.Writer, format, level string, secrets ...string) (*slog.Logg
 		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
 	}
 	opts := &slog.HandlerOptions{Level: lv}
+	if os.Getenv("JOURNAL_STREAM") != "" {
+		// journald stamps every line itself; a second timestamp is noise.
+		opts.ReplaceAttr = func(groups []string, a slog.Attr) slog.Attr {
+			if len(groups) == 0 && a.Key == slog.TimeKey {
+				return slog.Attr{}
+			}
+			return a
+		}
+	}
 	var h slog.Handler
 	switch format {
 	case "text":
