@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -21,6 +22,14 @@ import (
 
 // maxAgentsMD bounds the AGENTS.md added to the system prompt.
 const maxAgentsMD = 32 << 10
+
+// ErrShutdown is the cancellation cause the daemon gives a turn when it
+// stops: the turn is left exactly as far as it got (waiting approvals and
+// running calls recorded) so the next start resumes it, unlike /stop, which
+// ends the turn.
+var ErrShutdown = errors.New("latch is shutting down")
+
+func shuttingDown(ctx context.Context) bool { return errors.Is(context.Cause(ctx), ErrShutdown) }
 
 // ErrMaxSteps ends a turn that used all its steps without a final answer.
 var ErrMaxSteps = errors.New("the agent reached its step limit")
@@ -133,6 +142,7 @@ func (a *Agent) Turn(ctx context.Context, key SessionKey, text string, ev Events
 		return err
 	}
 	// An earlier turn that was cut and not resumed ends here.
+	s.repair()
 	s.closeTurn(noteRestart)
 	s.Messages = append(s.Messages, provider.Message{Role: provider.RoleUser,
 		Content: []provider.Block{{Type: provider.BlockText, Text: text}}})
@@ -154,16 +164,28 @@ func (a *Agent) Resume(ctx context.Context, key SessionKey, ev Events) error {
 	if err != nil {
 		return err
 	}
+	if uses := s.danglingToolUses(); len(uses) > 0 {
+		// The step was cut while its tool calls ran or waited for the
+		// owner: finish it (started calls are reported, not re-run).
+		if err := a.runTools(ctx, key, s, uses, ev); err != nil {
+			if !shuttingDown(ctx) {
+				s.closeTurn("(the owner stopped this turn)")
+				a.save(key, s)
+			}
+			return err
+		}
+	}
 	if !s.unfinished() {
 		return ErrNothingToResume
 	}
 	return a.run(ctx, key, s, ev)
 }
 
-// run runs steps and saves the session, closing the turn on an error.
+// run runs steps and saves the session, closing the turn on an error —
+// except at shutdown, when it stays open for the next start to resume.
 func (a *Agent) run(ctx context.Context, key SessionKey, s *session, ev Events) error {
 	err := a.steps(ctx, key, s, ev)
-	if err != nil {
+	if err != nil && !shuttingDown(ctx) {
 		note := "(turn ended: " + provider.Describe(err) + ")"
 		if errors.Is(err, ErrMaxSteps) {
 			note = "(turn ended: the step limit was reached)"
@@ -205,19 +227,32 @@ func (a *Agent) steps(ctx context.Context, key SessionKey, s *session, ev Events
 		if err := a.save(key, s); err != nil {
 			return err
 		}
-		results := make([]provider.Block, 0, len(uses))
-		for _, u := range uses {
-			results = append(results, a.callTool(ctx, key, u, ev))
-		}
-		s.Messages = append(s.Messages, provider.Message{Role: provider.RoleUser, Content: results})
-		if err := a.save(key, s); err != nil {
+		if err := a.runTools(ctx, key, s, uses, ev); err != nil {
 			return err
-		}
-		if ctx.Err() != nil {
-			return ctx.Err()
 		}
 	}
 	return ErrMaxSteps
+}
+
+// runTools runs the tool calls of the last assistant message and appends
+// their results. Each call is recorded as started (and each approval as
+// waiting) in the saved session before anything happens, so after a crash
+// a started call is reported, never re-run, and a waiting approval is asked
+// again with the same id — its buttons keep working.
+func (a *Agent) runTools(ctx context.Context, key SessionKey, s *session, uses []provider.Block, ev Events) error {
+	results := make([]provider.Block, 0, len(uses))
+	for _, u := range uses {
+		results = append(results, a.callTool(ctx, key, s, u, ev))
+		if shuttingDown(ctx) {
+			return ErrShutdown
+		}
+	}
+	s.Messages = append(s.Messages, provider.Message{Role: provider.RoleUser, Content: results})
+	s.Running, s.Waiting = nil, nil
+	if err := a.save(key, s); err != nil {
+		return err
+	}
+	return ctx.Err()
 }
 
 func (a *Agent) count(s *session, u provider.Usage) {
@@ -229,7 +264,7 @@ func (a *Agent) count(s *session, u provider.Usage) {
 
 // callTool applies the policy, asks when it must, runs the tool and turns
 // the outcome into a tool_result block.
-func (a *Agent) callTool(ctx context.Context, key SessionKey, u provider.Block, ev Events) provider.Block {
+func (a *Agent) callTool(ctx context.Context, key SessionKey, s *session, u provider.Block, ev Events) provider.Block {
 	call := ToolCall{ID: u.ID, Name: u.Name, Summary: Summary(u.Name, u.Input)}
 	result := func(text string, isErr bool) provider.Block {
 		return provider.Block{Type: provider.BlockToolResult, ID: u.ID, Text: text, IsError: isErr}
@@ -237,9 +272,16 @@ func (a *Agent) callTool(ctx context.Context, key SessionKey, u provider.Block, 
 	if ctx.Err() != nil {
 		return result("not run: the owner stopped the turn", true)
 	}
-	if reason, ok := a.permit(ctx, key, call, ev); !ok {
+	if slices.Contains(s.Running, u.ID) {
+		return result(noteInterrupted, true)
+	}
+	if reason, ok := a.permit(ctx, key, s, u.ID, call, ev); !ok {
 		ev.ToolFinished(call, ToolResult{Denied: true, Err: errors.New(reason)})
 		return result(reason, true)
+	}
+	s.Running = append(s.Running, u.ID)
+	if err := a.save(key, s); err != nil {
+		return result("not run: "+err.Error(), true)
 	}
 	ev.ToolStarted(call)
 	start := a.now()
@@ -259,7 +301,7 @@ func (a *Agent) callTool(ctx context.Context, key SessionKey, u provider.Block, 
 
 // permit says whether the call may run; when it may not, reason is what the
 // model is told.
-func (a *Agent) permit(ctx context.Context, key SessionKey, call ToolCall, ev Events) (reason string, ok bool) {
+func (a *Agent) permit(ctx context.Context, key SessionKey, s *session, useID string, call ToolCall, ev Events) (reason string, ok bool) {
 	switch a.cfg.Policy.For(call.Name) {
 	case Allow:
 		return "", true
@@ -272,10 +314,32 @@ func (a *Agent) permit(ctx context.Context, key SessionKey, call ToolCall, ev Ev
 	if always {
 		return "", true
 	}
-	id, ch := a.approvals.add(key)
-	defer a.approvals.remove(id)
-	ev.Approval(Approval{ID: id, Tool: call.Name, Summary: call.Summary})
-	timer := time.NewTimer(a.cfg.ApprovalTimeout)
+	w, again := s.Waiting[useID]
+	if !again {
+		w = waitingApproval{ID: a.approvals.newFreeID(), Expires: a.now().Add(a.cfg.ApprovalTimeout)}
+	}
+	ch := a.approvals.register(key, w.ID)
+	defer a.approvals.remove(w.ID)
+	if s.Waiting == nil {
+		s.Waiting = make(map[string]waitingApproval)
+	}
+	s.Waiting[useID] = w
+	if err := a.save(key, s); err != nil {
+		return "not run: " + err.Error(), false
+	}
+	// Once decided (or expired) the request is gone from the saved
+	// session too, so a restart never applies a decision twice. At
+	// shutdown it stays, to be asked again with the same id.
+	defer func() {
+		if !shuttingDown(ctx) {
+			delete(s.Waiting, useID)
+			a.save(key, s)
+		}
+	}()
+	if !again {
+		ev.Approval(Approval{ID: w.ID, Tool: call.Name, Summary: call.Summary})
+	}
+	timer := time.NewTimer(max(w.Expires.Sub(a.now()), 0))
 	defer timer.Stop()
 	select {
 	case d := <-ch:

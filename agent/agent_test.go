@@ -363,6 +363,7 @@ func TestResumeContinuesFromLastStep(t *testing.T) {
 	s.Messages = append(s.Messages,
 		provider.Message{Role: provider.RoleUser, Content: []provider.Block{{Type: provider.BlockText, Text: "build it"}}},
 		provider.Message{Role: provider.RoleAssistant, Content: []provider.Block{{Type: provider.BlockToolUse, ID: "toolu_x", Name: ToolBash, Input: []byte(`{"command":"make"}`)}}})
+	s.Running = []string{"toolu_x"}
 	f.agent.save(chat, s)
 	f.fake.Script(anthropictest.Text("The build was interrupted; run it again?"))
 	ev := &recorder{}
@@ -380,5 +381,47 @@ func TestResumeContinuesFromLastStep(t *testing.T) {
 	}
 	if err := New(f.cfg).Resume(ctx, chat, &recorder{}); !errors.Is(err, ErrNothingToResume) {
 		t.Errorf("second resume: %v", err)
+	}
+}
+
+// TestApprovalSurvivesRestart: a request waiting for the owner when the
+// process died is asked again with the same id after the restart, so the
+// button already in the chat works; once decided it is gone, never applied
+// twice.
+func TestApprovalSurvivesRestart(t *testing.T) {
+	f := newFixture(t, nil)
+	s, _ := f.agent.load(chat)
+	s.Messages = append(s.Messages,
+		provider.Message{Role: provider.RoleUser, Content: []provider.Block{{Type: provider.BlockText, Text: "write it"}}},
+		provider.Message{Role: provider.RoleAssistant, Content: []provider.Block{{Type: provider.BlockToolUse, ID: "toolu_w", Name: ToolWrite, Input: []byte(`{"path":"w.txt","content":"ok"}`)}}})
+	s.Waiting = map[string]waitingApproval{"toolu_w": {ID: "abcde", Expires: time.Now().Add(time.Minute)}}
+	f.agent.save(chat, s)
+	f.fake.Script(anthropictest.Text("Written."))
+
+	restarted := New(f.cfg)
+	ev := &recorder{}
+	done := make(chan error, 1)
+	go func() { done <- restarted.Resume(context.Background(), chat, ev) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for restarted.Decide(chat, "abcde", Approve) != nil {
+		if time.Now().After(deadline) {
+			t.Fatal("the old approval id never became answerable")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(filepath.Join(f.ws, "w.txt")); err != nil || string(b) != "ok" {
+		t.Fatalf("approved write: %q, %v", b, err)
+	}
+	if len(ev.approvals) != 0 {
+		t.Errorf("asked again with a new request: %+v", ev.approvals)
+	}
+	if err := restarted.Decide(chat, "abcde", Approve); !errors.Is(err, ErrNoApproval) {
+		t.Errorf("decided twice: %v", err)
+	}
+	if st, _ := restarted.load(chat); len(st.Waiting) != 0 || len(st.Running) != 0 {
+		t.Errorf("leftover state: %+v %+v", st.Waiting, st.Running)
 	}
 }

@@ -40,20 +40,28 @@ type approvals struct {
 	waiting map[string]pending
 }
 
-// add registers a new request for key and returns its id and channel.
-func (p *approvals) add(key SessionKey) (string, chan Decision) {
+// newFreeID returns an id no waiting request uses.
+func (p *approvals) newFreeID() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	id := newID()
+	for p.waiting[id].ch != nil {
+		id = newID()
+	}
+	return id
+}
+
+// register makes id answerable for key and returns the channel that
+// receives the decision. A restart registers the same id again.
+func (p *approvals) register(key SessionKey, id string) chan Decision {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.waiting == nil {
 		p.waiting = make(map[string]pending)
 	}
-	id := newID()
-	for p.waiting[id].ch != nil {
-		id = newID()
-	}
 	ch := make(chan Decision, 1)
 	p.waiting[id] = pending{key: key, ch: ch}
-	return id, ch
+	return ch
 }
 
 func (p *approvals) remove(id string) {

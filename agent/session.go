@@ -21,6 +21,16 @@ type session struct {
 	Started  time.Time          `json:"started"`
 	// Tokens counts tokens by UTC day ("2006-01-02").
 	Tokens map[string]int `json:"tokens,omitempty"`
+	// Running lists the tool calls of the current step that began to run.
+	Running []string `json:"running,omitempty"`
+	// Waiting holds the current step's approval requests by tool_use id.
+	Waiting map[string]waitingApproval `json:"waiting,omitempty"`
+}
+
+// waitingApproval is an approval request that outlives a restart.
+type waitingApproval struct {
+	ID      string    `json:"id"`
+	Expires time.Time `json:"expires"`
 }
 
 // Notes the agent writes into the history so the model knows what happened.
@@ -44,7 +54,6 @@ func (a *Agent) load(key SessionKey) (*session, error) {
 			return nil, fmt.Errorf("load session: %w", err)
 		}
 	}
-	s.repair()
 	return s, nil
 }
 
@@ -73,6 +82,22 @@ func (s *session) repair() {
 	if results != nil {
 		s.Messages = append(s.Messages, provider.Message{Role: provider.RoleUser, Content: results})
 	}
+}
+
+// danglingToolUses returns the tool calls of a last assistant message that
+// have no results yet.
+func (s *session) danglingToolUses() []provider.Block {
+	n := len(s.Messages)
+	if n == 0 || s.Messages[n-1].Role != provider.RoleAssistant {
+		return nil
+	}
+	var uses []provider.Block
+	for _, b := range s.Messages[n-1].Content {
+		if b.Type == provider.BlockToolUse {
+			uses = append(uses, b)
+		}
+	}
+	return uses
 }
 
 // unfinished reports whether the history ends on the user's side: a turn

@@ -231,3 +231,39 @@ func TestE2EButtonsAndFilesBothWays(t *testing.T) {
 		t.Fatalf("file sent = %+v;%s", sent, e.describeSent())
 	}
 }
+
+// TestE2EApprovalSurvivesRestart: a stop while an approval waits leaves the
+// turn resumable; after the restart the same approval id (the button already
+// in the chat) still works, applies once, and the turn finishes.
+func TestE2EApprovalSurvivesRestart(t *testing.T) {
+	e := newEnv(t)
+	fake := withModel(e)
+	r := e.start()
+	e.pair()
+	fake.Script(anthropictest.ToolUse("toolu_1", "bash", `{"command":"echo once >> count"}`))
+	e.say(owner, "count once")
+	id := e.approvalFor("Allow bash?")
+	r.stop(t)
+
+	fake.Script(anthropictest.Text("Counted."))
+	e.start()
+	e.waitReply(owner.ID, "continuing from the last completed step")
+	// The resumed turn registers the old id again as it starts; until then
+	// the answer is "expired", so try a few times.
+	for i := 0; ; i++ {
+		n := len(e.tg.SentTo(owner.ID))
+		e.say(owner, "/approve "+id)
+		waitFor(t, func() bool { return len(e.tg.SentTo(owner.ID)) > n })
+		if strings.Contains(e.describeSent(), "Approved.") {
+			break
+		}
+		if i == 50 {
+			t.Fatalf("the old approval id never worked:%s", e.describeSent())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	e.waitReply(owner.ID, "Counted.")
+	if b, _ := os.ReadFile(filepath.Join(e.home, "workspace", "count")); string(b) != "once\n" {
+		t.Errorf("count = %q", b)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/latchd/latch/agent"
 	"github.com/latchd/latch/store"
 )
 
@@ -35,7 +36,9 @@ type job struct {
 // the next start reports it instead of running it again). It returns once
 // every goroutine it started has ended.
 func (h *Hub) Run(ctx context.Context) error {
-	work, hardStop := context.WithCancel(context.WithoutCancel(ctx))
+	work, cancelWork := context.WithCancelCause(context.WithoutCancel(ctx))
+	// agent.ErrShutdown tells a turn to stay resumable rather than end.
+	hardStop := func() { cancelWork(agent.ErrShutdown) }
 	defer hardStop()
 	h.mu.Lock()
 	h.ctx = ctx
@@ -66,7 +69,7 @@ func (h *Hub) Run(ctx context.Context) error {
 }
 
 // drain waits for running jobs for up to ShutdownGrace, then stops them.
-func (h *Hub) drain(hardStop context.CancelFunc) {
+func (h *Hub) drain(hardStop func()) {
 	done := make(chan struct{})
 	go func() { h.workers.Wait(); close(done) }()
 	select {
