@@ -19,6 +19,7 @@ import (
 	"github.com/latchd/latch/config"
 	"github.com/latchd/latch/control"
 	"github.com/latchd/latch/gateways"
+	"github.com/latchd/latch/gateways/discord"
 	"github.com/latchd/latch/gateways/telegram"
 	"github.com/latchd/latch/pairing"
 	"github.com/latchd/latch/service"
@@ -145,7 +146,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	}
 	d.hub = gateways.NewHub(gateways.Config{
 		Store: db, Pairer: pairer, Gateways: gws, Log: d.Log,
-		AllowGroups: map[string]bool{"telegram": d.Config.Telegram.AllowGroups},
+		AllowGroups: map[string]bool{"telegram": d.Config.Telegram.AllowGroups, "discord": d.Config.Discord.AllowGroups},
 		Shell:       d.shell,
 		Agent:       ag,
 		Files:       ws,
@@ -255,6 +256,9 @@ func (d *Daemon) buildGateways() []gateways.Gateway {
 	var gws []gateways.Gateway
 	if t := d.Config.Telegram; t.Enabled() {
 		gws = append(gws, telegram.New(telegram.Config{Token: t.Token, APIURL: t.APIURL, Verbosity: t.Verbosity}, d.Log.With("gateway", "telegram")))
+	}
+	if c := d.Config.Discord; c.Enabled() {
+		gws = append(gws, discord.New(discord.Config{Token: c.Token, APIURL: c.APIURL, AllowGroups: c.AllowGroups}, d.Log.With("gateway", "discord")))
 	}
 	return gws
 }

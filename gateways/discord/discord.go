@@ -255,10 +255,11 @@ func (g *Gateway) open(ctx context.Context, s *discordgo.Session, n *netGuard) e
 	case err := <-done:
 		return err
 	case <-ctx.Done():
-		n.close()
+		n.cut()
 		if err := <-done; err == nil {
-			_ = s.Close()
+			_ = g.closeGateway(s, n)
 		}
+		n.refuse()
 		return ctx.Err()
 	}
 }
@@ -277,28 +278,34 @@ func (g *Gateway) Close() error {
 }
 
 // closeGateway closes a session's WebSocket (REST keeps working) and keeps
-// discordgo from reconnecting it: a close of an established connection
-// tells discordgo's reader not to reconnect, and the guard refuses dials
-// from then on. discordgo's Close waits for a handshake in progress (it
-// holds the session's lock); one that does not finish within closeGrace
-// is cut. (If discordgo is between two reconnect attempts, or the
-// handshake had to be cut, its reconnect loop keeps running, refused,
-// until the process exits: discordgo offers no way to stop it.)
+// discordgo from reconnecting it. discordgo reconnects whenever its reader
+// or heartbeat hits an error, also one its own Close caused (a heartbeat
+// racing the close), so reconnecting is switched off first, under the
+// session's lock, and the guard refuses dials from then on. This happens
+// once per session: a heartbeat that read the switch during the first
+// close would race a second write. discordgo's Close waits for a handshake
+// in progress (it holds that lock); one that does not finish within
+// closeGrace is cut. (A reconnect loop that was already running, between
+// two attempts, keeps running, refused, until the process exits: discordgo
+// offers no way to stop it.)
 func (g *Gateway) closeGateway(s *discordgo.Session, n *netGuard) error {
-	if s == nil {
-		return nil
+	if s == nil || n != nil && !n.refuse() {
+		return nil // closed already
 	}
-	n.refuse()
 	done := make(chan error, 1)
-	go func() { done <- s.Close() }() // sends close 1000: Discord ends the session
+	go func() {
+		s.Lock()
+		s.ShouldReconnectOnError = false
+		s.Unlock()
+		done <- s.Close() // sends close 1000: Discord ends the session
+	}()
 	var err error
 	select {
 	case err = <-done:
 	case <-time.After(closeGrace):
-		n.close()
+		n.cut()
 		err = <-done
 	}
-	n.close()
 	g.setConnected(false)
 	return g.scrub(err)
 }
@@ -390,77 +397,4 @@ func (g *Gateway) setError(err error) {
 // scrub removes the bot token (and any extra secrets) from err.
 func (g *Gateway) scrub(err error, extra ...string) error {
 	return scrub(err, append([]string{g.cfg.Token}, extra...)...)
-}
-
-// netGuard dials the gateway's connections. Each gets a deadline that
-// lasts until the handshake is done (Connect), so a silent server cannot
-// wedge discordgo's Open, which has no timeout of its own. Once closed it
-// refuses to dial, so discordgo's reconnect loop cannot bring a closed
-// gateway back.
-type netGuard struct {
-	mu      sync.Mutex
-	pending map[net.Conn]bool
-	closed  bool
-}
-
-func (n *netGuard) dial(ctx context.Context, network, addr string) (net.Conn, error) {
-	n.mu.Lock()
-	closed := n.closed
-	n.mu.Unlock()
-	if closed {
-		return nil, errClosed
-	}
-	c, err := (&net.Dialer{Timeout: openTimeout}).DialContext(ctx, network, addr)
-	if err != nil {
-		return nil, err
-	}
-	_ = c.SetDeadline(time.Now().Add(openTimeout))
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.closed {
-		c.Close()
-		return nil, errClosed
-	}
-	n.pending[c] = true
-	return c, nil
-}
-
-// established lifts the handshake deadline: the session is up.
-func (n *netGuard) established() {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	for c := range n.pending {
-		_ = c.SetDeadline(time.Time{})
-	}
-	clear(n.pending)
-}
-
-// refuse refuses further dials.
-func (n *netGuard) refuse() {
-	if n == nil {
-		return
-	}
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	n.closed = true
-}
-
-// close refuses further dials and cuts a handshake in progress.
-func (n *netGuard) close() {
-	if n == nil {
-		return
-	}
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	n.closed = true
-	for c := range n.pending {
-		_ = c.SetDeadline(time.Unix(1, 0))
-	}
-	clear(n.pending)
-}
-
-func (n *netGuard) isClosed() bool {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.closed
 }

@@ -119,6 +119,9 @@ func (g *Gateway) Run(ctx context.Context, sink gateways.Sink) error {
 	if s == nil {
 		return errNotStarted
 	}
+	if n.isClosed() {
+		return errors.New("discord: the gateway was closed by an earlier Run; Start it again")
+	}
 	defer g.closeGateway(s, n)
 	r := &runner{g: g, s: s, sink: sink}
 	if !r.loadCursor(ctx) {

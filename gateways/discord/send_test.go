@@ -171,7 +171,7 @@ func FuzzChunk(f *testing.F) {
 		if !utf8.ValidString(text) {
 			return
 		}
-		limit = 30 + abs(limit)%3000
+		limit = 30 + int(uint(limit)%3000)
 		balanced := true // a fence line longer than a chunk must be cut
 		for _, line := range strings.Split(text, "\n") {
 			if isFenceLine(line) && utf8.RuneCountInString(line) > limit-maxOpener-len(fenceClose)-1 {
@@ -199,10 +199,4 @@ func FuzzChunk(f *testing.F) {
 			t.Fatalf("the pieces do not give the text back:\n%q\n%q", back.String(), text)
 		}
 	})
-}
-func abs(n int) int {
-	if n < 0 {
-		return -n
-	}
-	return n
 }

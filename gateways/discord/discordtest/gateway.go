@@ -360,6 +360,24 @@ func (s *Server) CloseGateway(code int, text string) {
 	}
 }
 
+// SendRaw writes payload as a text frame to every gateway connection: a
+// fault, for payloads a client does not expect (an unknown opcode, broken
+// JSON).
+func (s *Server) SendRaw(payload string) {
+	s.mu.Lock()
+	conns := make([]*gwConn, 0, len(s.gw.conns))
+	for c := range s.gw.conns {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+	for _, c := range conns {
+		c.wmu.Lock()
+		_ = c.ws.SetWriteDeadline(time.Now().Add(5 * time.Second))
+		_ = c.ws.WriteMessage(websocket.TextMessage, []byte(payload))
+		c.wmu.Unlock()
+	}
+}
+
 // InvalidateSession makes the current session impossible to resume: a
 // RESUME gets op 9 and the client must IDENTIFY again (and so start a new
 // session, with READY). While its connection lasts it still receives

@@ -109,8 +109,11 @@ type Call struct {
 	Route string
 	Path  string
 	Query map[string]string
-	// Authorized is false for a request without the right bot token.
+	// Authorized is false for a request without the right bot token
+	// where one is needed; HadAuth is whether it carried any
+	// Authorization header at all.
 	Authorized bool
+	HadAuth    bool
 	Body       []byte // JSON body, or payload_json of a multipart one
 	Time       time.Time
 }
@@ -341,7 +344,7 @@ func (s *Server) admit(req *request, authorized bool) (Fault, bool) {
 	body, multipart := readBody(req.r)
 	req.body = body
 	call := Call{Route: req.route, Path: req.r.URL.Path, Query: map[string]string{},
-		Authorized: authorized, Body: body, Time: time.Now()}
+		Authorized: authorized, HadAuth: req.r.Header.Get("Authorization") != "", Body: body, Time: time.Now()}
 	if multipart {
 		call.Body = []byte(req.r.FormValue("payload_json"))
 	}

@@ -1,0 +1,96 @@
+package daemon
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/latchd/latch/config"
+	"github.com/latchd/latch/control"
+	"github.com/latchd/latch/gateways/discord/discordtest"
+)
+
+const discordToken = "MTIzNDU2Nzg5MDEyMzQ1Njc4OQ.GabcDE.e2eDISCORDsecret-hmacValue_0123456789ab"
+
+var (
+	dAlice = discordtest.User{ID: "300000000000000001", Username: "alice"}
+	dBob   = discordtest.User{ID: "300000000000000002", Username: "bob"}
+)
+
+// withDiscord adds a Discord gateway on a fake to e's daemons.
+func withDiscord(e *env) *discordtest.Server {
+	fake := discordtest.New(discordToken)
+	e.t.Cleanup(fake.Close)
+	prev := e.tweak
+	e.tweak = func(c *config.Config) {
+		if prev != nil {
+			prev(c)
+		}
+		c.Discord.Token, c.Discord.APIURL = discordToken, fake.URL()
+	}
+	return fake
+}
+
+func waitDiscord(t *testing.T, fake *discordtest.Server, channel, want string) discordtest.Sent {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	m, err := fake.WaitSent(ctx, func(s discordtest.Sent) bool {
+		text := s.Content
+		if len(s.Edits) > 0 {
+			text = s.Edits[len(s.Edits)-1].Content
+		}
+		return s.ChannelID == channel && strings.Contains(text, want)
+	})
+	if err != nil {
+		t.Fatalf("no Discord message to %s containing %q: %v", channel, want, err)
+	}
+	return m
+}
+
+// TestE2EDiscord: pairing by DM, strangers ignored, !echo, and messages sent
+// while the daemon was down handled after the restart exactly once.
+func TestE2EDiscord(t *testing.T) {
+	e := newEnv(t)
+	fake := withDiscord(e)
+	r := e.start()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	res, err := e.client().Mint(ctx, control.MintRequest{Gateway: "discord"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fake.SendDM(dAlice, "/pair "+res.Code)
+	dm := fake.DMChannel(dAlice)
+	waitDiscord(t, fake, dm, "Paired")
+	fake.SendDM(dBob, "/pair "+res.Code)
+	fake.SendDM(dBob, "!id")
+	fake.SendDM(dAlice, "!echo hi from discord")
+	m := waitDiscord(t, fake, dm, "hi from discord")
+	if !strings.Contains(string(m.AllowedMentions), `"parse":[]`) {
+		t.Errorf("allowed_mentions = %s: replies could ping", m.AllowedMentions)
+	}
+	if got := fake.SentTo(fake.DMChannel(dBob)); len(got) != 0 {
+		t.Errorf("a stranger got %d replies", len(got))
+	}
+	r.stop(t)
+
+	fake.AddDMHistory(dAlice, "!echo while-down")
+	e.start()
+	waitDiscord(t, fake, dm, "while-down")
+	fake.SendDM(dAlice, "!echo after")
+	waitDiscord(t, fake, dm, "after")
+	n := 0
+	for _, s := range fake.SentTo(dm) {
+		if strings.HasPrefix(s.Content, "```\nwhile-down") || strings.HasPrefix(s.Content, "while-down") {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("the message sent while down was answered %d times", n)
+	}
+	if strings.Contains(e.logs.String(), "e2eDISCORDsecret") {
+		t.Error("the Discord token is in the logs")
+	}
+}

@@ -1,0 +1,149 @@
+package discord
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/latchd/latch/agent"
+	"github.com/latchd/latch/gateways"
+	"github.com/latchd/latch/gateways/discord/discordtest"
+)
+
+// approvalPressed sends an approval request through RenderTurn, has alice
+// press one of its buttons and returns the callback the sink stored.
+func approvalPressed(t *testing.T, srv *discordtest.Server, g *Gateway, sink *memSink, data string) (gateways.Message, discordtest.Sent, discordtest.Interaction) {
+	t.Helper()
+	n := len(sink.storedMsgs())
+	in := srv.SendDM(alice, "clean up")
+	sink.waitStored(t, n+1)
+	ev := g.RenderTurn(testContext(t), in.ChannelID, in.ID)
+	ev.Approval(agent.Approval{ID: "k3x9p", Tool: "bash", Summary: "rm -rf build"})
+	ev.(interface{ End() }).End()
+	req, err := srv.WaitSent(testContext(t), func(s discordtest.Sent) bool { return len(s.Buttons()) > 0 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	press, err := srv.PressButton(alice, in.ChannelID, req.ID, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := sink.waitStored(t, n+2)
+	return got[n+1], req, press
+}
+
+func TestApprovalButtons(t *testing.T) {
+	srv := newFake(t)
+	g, _ := started(t, srv)
+	sink := newSink("")
+	run(t, g, sink)
+	m, req, press := approvalPressed(t, srv, g, sink, "always:k3x9p")
+
+	var ids []string
+	for _, b := range req.Buttons() {
+		ids = append(ids, b.Label+"="+b.CustomID)
+	}
+	if strings.Join(ids, " ") != "Approve=approve:k3x9p Always=always:k3x9p Deny=deny:k3x9p" {
+		t.Errorf("buttons = %v", ids)
+	}
+	if !strings.Contains(req.Content, "**bash**") || !strings.Contains(req.Content, "```\nrm -rf build\n```") || !req.NoPings() {
+		t.Errorf("approval request = %q (allowed_mentions %s)", req.Content, req.AllowedMentions)
+	}
+	want := gateways.Callback{ID: press.ID + ":" + srv.Bot().ID + ":" + press.Token, Data: "always:k3x9p", MessageID: req.ID}
+	if m.Callback == nil || *m.Callback != want {
+		t.Fatalf("callback = %+v, want %+v", m.Callback, want)
+	}
+	if m.ChatID != req.ChannelID || m.UserID != alice.ID || m.ChatType != gateways.ChatPrivate || m.ID != req.ID {
+		t.Errorf("press message = %+v, want from alice in %s about %s", m, req.ChannelID, req.ID)
+	}
+}
+
+func TestAnswerCallbackUpdatesTheMessage(t *testing.T) {
+	srv := newFake(t)
+	g, _ := started(t, srv)
+	sink := newSink("")
+	run(t, g, sink)
+	m, req, press := approvalPressed(t, srv, g, sink, "approve:k3x9p")
+	if err := g.AnswerCallback(testContext(t), m.ChatID, *m.Callback, "Approved", "✓ approved"); err != nil {
+		t.Fatal(err)
+	}
+	in, _ := srv.Interaction(press.ID)
+	if in.ResponseType != discordtest.ResponseUpdateMessage || in.Refused != 0 {
+		t.Errorf("interaction = %+v, want answered once with UPDATE_MESSAGE (7)", in)
+	}
+	if d := in.Answered.Sub(in.Created); d > discordtest.DefaultAckWindow {
+		t.Errorf("answered after %v, over Discord's 3 s", d)
+	}
+	after := srv.SentTo(m.ChatID)
+	var got discordtest.Sent
+	for _, s := range after {
+		if s.ID == req.ID {
+			got = s
+		}
+	}
+	if got.Text() != req.Content+"\n\n✓ approved" || len(got.Buttons()) != 0 || got.Edits[0].Via != "interaction" {
+		t.Errorf("after the answer the request shows %q with %d buttons, want its text, the outcome, no buttons", got.Text(), len(got.Buttons()))
+	}
+}
+
+func TestAnswerCallbackWithoutResolvedSendsNotice(t *testing.T) {
+	srv := newFake(t)
+	g, _ := started(t, srv)
+	sink := newSink("")
+	run(t, g, sink)
+	m, _, press := approvalPressed(t, srv, g, sink, "deny:k3x9p")
+	if err := g.AnswerCallback(testContext(t), m.ChatID, *m.Callback, "This request has expired.", ""); err != nil {
+		t.Fatal(err)
+	}
+	if in, _ := srv.Interaction(press.ID); in.ResponseType != discordtest.ResponseDeferredUpdate {
+		t.Errorf("response type %d, want DEFERRED_UPDATE_MESSAGE (6)", in.ResponseType)
+	}
+	n, err := srv.WaitSent(testContext(t), func(s discordtest.Sent) bool { return s.Interaction == press.ID })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !n.Ephemeral || n.Content != "This request has expired." || !n.NoPings() {
+		t.Errorf("notice = %+v, want an ephemeral message only the presser sees", n)
+	}
+}
+
+// TestAnswerCallbackTooLate: once Discord's three seconds are over, the
+// request is resolved by editing the message itself, even by a gateway
+// that never saw it (after a restart).
+func TestAnswerCallbackTooLate(t *testing.T) {
+	srv := newFake(t)
+	g, _ := started(t, srv)
+	sink := newSink("")
+	run(t, g, sink)
+	srv.SetAckWindow(time.Nanosecond)
+	m, req, press := approvalPressed(t, srv, g, sink, "approve:k3x9p")
+
+	fresh := New(Config{Token: testToken, APIURL: srv.URL()}, nil)
+	t.Cleanup(func() { _ = fresh.Close() })
+	if err := fresh.Start(testContext(t)); err != nil {
+		t.Fatal(err)
+	}
+	if err := fresh.AnswerCallback(testContext(t), m.ChatID, *m.Callback, "Approved", "✓ approved"); err != nil {
+		t.Fatal(err)
+	}
+	if in, _ := srv.Interaction(press.ID); in.Refused != 1 || in.ResponseType != 0 {
+		t.Errorf("interaction = %+v, want one refused answer", in)
+	}
+	got, err := srv.WaitSent(testContext(t), func(s discordtest.Sent) bool { return s.ID == req.ID && len(s.Edits) > 0 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Text() != req.Content+"\n\n✓ approved" || len(got.Buttons()) != 0 || got.Edits[0].Via != "patch" {
+		t.Errorf("request shows %q with %d buttons after a late answer", got.Text(), len(got.Buttons()))
+	}
+}
+
+func TestAnswerCallbackRejectsForeignIDs(t *testing.T) {
+	srv := newFake(t)
+	g, _ := started(t, srv)
+	err := g.AnswerCallback(context.Background(), "1", gateways.Callback{ID: "12345", Data: "approve:x"}, "", "")
+	if err == nil {
+		t.Error("AnswerCallback accepted a callback id that is not a Discord interaction")
+	}
+}

@@ -1,0 +1,84 @@
+package discord
+
+import (
+	"bytes"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/latchd/latch/agent"
+	"github.com/latchd/latch/gateways"
+	"github.com/latchd/latch/gateways/discord/discordtest"
+)
+
+func TestSendFile(t *testing.T) {
+	srv := newFake(t)
+	g, _ := started(t, srv)
+	in := srv.SendDM(alice, "send me the report")
+	if err := g.SendFile(testContext(t), in.ChannelID, agent.File{Name: "out/report.txt", Data: []byte("the report")}, in.ID); err != nil {
+		t.Fatal(err)
+	}
+	sent := srv.SentTo(in.ChannelID)
+	if len(sent) != 1 || len(sent[0].Files) != 1 {
+		t.Fatalf("sent %+v, want one message with a file", sent)
+	}
+	f := sent[0].Files[0]
+	if f.Name != "report.txt" || string(f.Data) != "the report" || !strings.HasPrefix(f.ContentType, "text/plain") ||
+		sent[0].ReplyTo != in.ID || !sent[0].NoPings() {
+		t.Errorf("upload = %+v (%+v)", f, sent[0])
+	}
+}
+
+func TestSendFileLimits(t *testing.T) {
+	srv := newFake(t)
+	g, _ := started(t, srv, func(c *Config) { c.MaxUpload = 100 })
+	ch := srv.DMChannel(alice)
+	ctx := testContext(t)
+	err := g.SendFile(ctx, ch, agent.File{Name: "big.bin", Data: make([]byte, 101)}, "")
+	if !errors.Is(err, ErrFileTooLarge) || !strings.Contains(err.Error(), "over the 0.0 MB upload limit") {
+		t.Errorf("SendFile of 101 bytes = %v, want ErrFileTooLarge naming the limit", err)
+	}
+	if n := srv.Count(discordtest.RouteCreateMessage); n != 0 {
+		t.Errorf("%d uploads attempted, want none", n)
+	}
+	if err := g.SendFile(ctx, ch, agent.File{Name: "empty"}, ""); err == nil {
+		t.Error("SendFile of an empty file succeeded")
+	}
+	// Discord's own limit (a smaller one for the channel) says 413.
+	srv.SetMaxUpload(10)
+	if err := g.SendFile(ctx, ch, agent.File{Name: "mid.bin", Data: make([]byte, 50)}, ""); !errors.Is(err, ErrFileTooLarge) {
+		t.Errorf("SendFile refused by Discord = %v, want ErrFileTooLarge", err)
+	}
+}
+
+func TestDownload(t *testing.T) {
+	srv := newFake(t)
+	g, _ := started(t, srv)
+	sink := newSink("")
+	run(t, g, sink)
+	data := bytes.Repeat([]byte("0123456789"), 100)
+	srv.SendDM(alice, "", discordtest.File{Name: "data.bin", ContentType: "application/octet-stream", Data: data})
+	a := sink.waitStored(t, 1)[0].Files[0]
+	ctx := testContext(t)
+
+	var buf bytes.Buffer
+	if err := g.Download(ctx, a, &buf, 1<<20); err != nil || !bytes.Equal(buf.Bytes(), data) {
+		t.Fatalf("Download = %v, %d bytes; want the file", err, buf.Len())
+	}
+	if c := srv.Calls(discordtest.RouteAttachment); len(c) != 1 || c[0].HadAuth {
+		t.Errorf("attachment requests = %+v, want one without the bot token", c)
+	}
+	if err := g.Download(ctx, a, &buf, 999); !errors.Is(err, ErrFileTooLarge) {
+		t.Errorf("Download over the announced size = %v, want ErrFileTooLarge", err)
+	}
+	unknown := a
+	unknown.Size = 0 // not announced: the cap applies while reading
+	if err := g.Download(ctx, unknown, &buf, 999); !errors.Is(err, ErrFileTooLarge) {
+		t.Errorf("Download of an unannounced large file = %v, want ErrFileTooLarge", err)
+	}
+	for _, bad := range []string{"https://evil.example/attachments/1/2/x", "http://cdn.discordapp.com/attachments/1/2/x", "file:///etc/passwd"} {
+		if err := g.Download(ctx, gateways.Attachment{ID: bad}, &buf, 1<<20); err == nil {
+			t.Errorf("Download(%s) succeeded, want it refused", bad)
+		}
+	}
+}

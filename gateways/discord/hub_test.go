@@ -1,0 +1,120 @@
+package discord_test
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/latchd/latch/agent"
+	"github.com/latchd/latch/gateways"
+	"github.com/latchd/latch/gateways/discord"
+	"github.com/latchd/latch/gateways/discord/discordtest"
+	"github.com/latchd/latch/pairing"
+	"github.com/latchd/latch/store"
+)
+
+const token = "MTIzNDU2Nzg5MDEyMzQ1Njc4OQ.GabcDE.sEcReT-hmacValue_0123456789abcdefghijkl"
+
+// TestWithHub runs the adapter under the real Hub and store: pairing from
+// a DM, a command and its reply, a stranger ignored, a message sent while
+// latch was down, and a button press answered by the Hub within Discord's
+// three seconds.
+func TestWithHub(t *testing.T) {
+	srv := discordtest.New(token)
+	t.Cleanup(srv.Close)
+	db, err := store.Open(filepath.Join(t.TempDir(), "latch.db"), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	pairer, _ := pairing.New(bytes.Repeat([]byte{1}, pairing.KeyLen))
+	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))
+	owner := discordtest.User{ID: "300000000000000001", Username: "owner"}
+	stranger := discordtest.User{ID: "300000000000000002", Username: "stranger"}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+
+	// start runs a gateway and a Hub over the same store, as the daemon does.
+	start := func() (g *discord.Gateway, stop func()) {
+		g = discord.New(discord.Config{Token: token, APIURL: srv.URL()}, log)
+		if err := g.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		hub := gateways.NewHub(gateways.Config{Store: db, Pairer: pairer, Gateways: []gateways.Gateway{g}, Log: log,
+			Shell: func(_ context.Context, cmd string) string { return "ran " + cmd }})
+		runCtx, cancelRun := context.WithCancel(ctx)
+		done := make(chan struct{}, 2)
+		go func() { _ = g.Run(runCtx, hub); done <- struct{}{} }()
+		go func() { _ = hub.Run(runCtx); done <- struct{}{} }()
+		return g, func() { cancelRun(); <-done; <-done; _ = g.Close() }
+	}
+	waitText := func(want string) discordtest.Sent {
+		t.Helper()
+		s, err := srv.WaitSent(ctx, func(s discordtest.Sent) bool { return strings.Contains(s.Text(), want) })
+		if err != nil {
+			t.Fatalf("waiting for %q: %v", want, err)
+		}
+		return s
+	}
+
+	g, stop := start()
+	var code string
+	if err := db.Update(func(tx *store.Tx) (err error) {
+		code, _, err = pairer.Mint(tx, "discord", 0)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	dm := srv.DMChannel(owner)
+	srv.SendDM(owner, "/pair "+code)
+	if s := waitText("Paired."); s.ChannelID != dm || !s.NoPings() {
+		t.Errorf("pairing reply = %+v", s)
+	}
+	srv.SendDM(stranger, "/pair "+code)
+	srv.SendDM(owner, "!echo one")
+	waitText("ran echo one")
+	idle := func() bool {
+		n := -1
+		_ = db.View(func(tx *store.Tx) (err error) { n, err = tx.InboxLen(); return err })
+		return n == 0
+	}
+	// The store has no change notification: poll it, with a deadline.
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for deadline := time.Now().Add(20 * time.Second); !idle(); <-tick.C {
+		if time.Now().After(deadline) {
+			t.Fatal("the Hub did not finish the command")
+		}
+	}
+
+	// Down: a command sent meanwhile runs after the restart.
+	stop()
+	srv.AddDMHistory(owner, "!echo while down")
+	g, stop = start()
+	defer stop()
+	waitText("ran echo while down")
+
+	// A button press reaches the Hub and is answered in time (no agent:
+	// the request has expired).
+	ev := g.RenderTurn(ctx, dm, "")
+	ev.Approval(agent.Approval{ID: "k1", Tool: "bash", Summary: "ls"})
+	ev.(interface{ End() }).End()
+	req := waitText("Allow")
+	press, err := srv.PressButton(owner, dm, req.ID, "approve:k1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	notice := waitText("This request has expired.")
+	if in, _ := srv.Interaction(press.ID); in.ResponseType != discordtest.ResponseDeferredUpdate || !notice.Ephemeral {
+		t.Errorf("press answered %+v with %+v, want a deferred update and an ephemeral notice", in, notice)
+	}
+	for _, s := range srv.Sent() {
+		if s.ChannelID == srv.DMChannel(stranger) {
+			t.Errorf("the stranger got %q", s.Text())
+		}
+	}
+}
