@@ -1,0 +1,215 @@
+// Command bench measures latch's footprint and speed end to end, for the
+// "Footprint and speed" budgets: it builds the real binary, runs
+// `latch run` against the fake Bot API (gateways/telegram/telegramtest, in
+// this process, on loopback only) and prints start-up time, memory,
+// per-message latency, a stranger flood and store growth, each with PASS or
+// MISS against its budget.
+//
+//	go run ./bench            # full: 3 runs of about 7 minutes each
+//	go run ./bench -quick     # smoke run, under a minute
+//	go run ./bench -json      # machine-readable
+//
+// The owner's chat gets about one post a second, Telegram's per-chat rate
+// and latch's own pacing, so the quiet turns take most of the time.
+//
+// It is a program and not a test so that `go test ./...` stays fast. Every
+// loop is bounded; the daemon is stopped when bench exits, also on Ctrl-C,
+// and killed by the kernel (PDEATHSIG) if bench itself is killed. GOGC,
+// GOMEMLIMIT and GOMAXPROCS in bench's environment reach the daemon.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime/debug"
+	"syscall"
+	"time"
+
+	"github.com/latchd/latch/agent/provider/openai/openaitest"
+	"github.com/latchd/latch/gateways/telegram/telegramtest"
+)
+
+type options struct {
+	quick, json, keep bool
+	noModel           bool
+	runs              int
+	bin, dir          string
+	idle              time.Duration // start to idle RSS sample
+	warmup, turns     int           // quiet-chat turns
+	restarts          int           // restart start-ups per run
+	floodRate         int           // stranger messages a second
+	floodFor          time.Duration
+	strangers         int // distinct stranger chats
+}
+
+func parseFlags(args []string, stderr io.Writer) (options, error) {
+	var o options
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.BoolVar(&o.quick, "quick", false, "smoke run: short phases, few samples, 1 run unless -runs is given")
+	fs.IntVar(&o.runs, "runs", 0, "independent runs, each on a fresh LATCH_HOME and fake (default 3; 1 with -quick)")
+	fs.BoolVar(&o.json, "json", false, "print JSON instead of the table")
+	fs.StringVar(&o.bin, "bin", "", "measure this latch binary instead of building ./cmd/latch")
+	fs.StringVar(&o.dir, "dir", os.TempDir(), "where to create the temporary LATCH_HOMEs; keep the path short (Unix socket)")
+	fs.BoolVar(&o.noModel, "no-model", false, "configure no model: plain text gets latch's fixed hint instead of a turn with the instant fake model")
+	fs.BoolVar(&o.keep, "keep", false, "keep the temporary directory (binary, homes, daemon logs)")
+	rate := fs.Int("flood-rate", 5000, "stranger messages a second in the flood (the budget is judged at 5000)")
+	turns := fs.Int("turns", 0, "measured quiet turns per run, after the warm-up turns (default 200 after 50; 20 after 4 with -quick)")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if fs.NArg() > 0 {
+		err := fmt.Errorf("unexpected arguments: %v", fs.Args())
+		fmt.Fprintln(stderr, "bench:", err)
+		return o, err
+	}
+	o.idle, o.warmup, o.turns, o.restarts, o.floodFor = 10*time.Second, 50, 200, 5, 20*time.Second
+	o.floodRate, o.strangers = *rate, 1000
+	if o.quick {
+		o.idle, o.warmup, o.turns, o.restarts, o.floodFor = 3*time.Second, 4, 20, 2, 3*time.Second
+	}
+	if *turns != 0 {
+		o.turns = *turns
+	}
+	if o.runs == 0 {
+		o.runs = 3
+		if o.quick {
+			o.runs = 1
+		}
+	}
+	if o.runs < 1 || o.runs > 50 || o.turns < 10 || o.turns > 100_000 || o.floodRate < 1 || o.floodRate > 100_000 {
+		err := errors.New("-runs must be within 1…50, -turns within 10…100000 and -flood-rate within 1…100000")
+		fmt.Fprintln(stderr, "bench:", err)
+		return o, err
+	}
+	return o, nil
+}
+
+func main() {
+	o, err := parseFlags(os.Args[1:], os.Stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		os.Exit(0)
+	}
+	if err != nil {
+		os.Exit(2) // parseFlags said why
+	}
+	// The fake keeps every update and call in memory; collecting bench's
+	// heap less often keeps its pauses out of the latencies it stamps.
+	debug.SetGCPercent(400)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err = run(ctx, o, os.Stdout, os.Stderr)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+// runResult is everything one run measured.
+type runResult struct {
+	ColdStart  time.Duration   `json:"cold_start_ns"`
+	Restarts   []time.Duration `json:"restart_ns"`
+	Idle       memory          `json:"idle_memory"`
+	IdleCPU    time.Duration   `json:"idle_cpu_ns"`
+	IdleWindow time.Duration   `json:"idle_window_ns"`
+	Turns      turnsResult     `json:"turns"`
+	Flood      floodResult     `json:"flood"`
+}
+
+func run(ctx context.Context, o options, stdout, stderr io.Writer) error {
+	root, err := os.MkdirTemp(o.dir, "lb")
+	if err != nil {
+		return err
+	}
+	if o.keep {
+		fmt.Fprintln(stderr, "bench: keeping", root)
+	} else {
+		defer os.RemoveAll(root)
+	}
+	bin := o.bin
+	if bin == "" {
+		fmt.Fprintln(stderr, "bench: go build ./cmd/latch")
+		if bin, err = build(ctx, root); err != nil {
+			return err
+		}
+	}
+	m, err := newMeta(o, bin, root)
+	if err != nil {
+		return err
+	}
+	var runs []runResult
+	for i := 1; i <= o.runs; i++ {
+		r, err := oneRun(ctx, o, bin, root, i, stderr)
+		if err != nil {
+			return fmt.Errorf("run %d: %w", i, err)
+		}
+		runs = append(runs, r)
+	}
+	rep := report{Meta: m, Rows: buildRows(o, m, runs), Runs: runs}
+	if o.json {
+		return rep.writeJSON(stdout)
+	}
+	return rep.writeTable(stdout)
+}
+
+// oneRun measures one fresh home: a first start, pairing, idle memory, the
+// quiet turns, the flood, then restarts on the now well-used home.
+func oneRun(ctx context.Context, o options, bin, root string, n int, stderr io.Writer) (runResult, error) {
+	tg := telegramtest.New(token)
+	defer tg.Close()
+	var ai *openaitest.Server
+	if !o.noModel {
+		ai = openaitest.New("")
+		defer ai.Close()
+	}
+	e := &env{o: o, bin: bin, tg: tg, ai: ai,
+		home: filepath.Join(root, fmt.Sprintf("h%d", n)),
+		log:  filepath.Join(root, fmt.Sprintf("daemon%d.log", n))}
+	say := func(format string, args ...any) {
+		fmt.Fprintf(stderr, "bench: run %d/%d: "+format+"\n", append([]any{n, o.runs}, args...)...)
+	}
+	var r runResult
+	if err := e.initHome(ctx); err != nil {
+		return r, err
+	}
+	d, took, err := e.start(ctx)
+	if err != nil {
+		return r, err
+	}
+	defer d.stop()
+	r.ColdStart = took
+	say("ready in %v; pairing, then idle until %v after start", took.Round(10*time.Microsecond), o.idle)
+	if err := e.pair(ctx, d); err != nil {
+		return r, err
+	}
+	idleFrom := time.Now()
+	if r.Idle, r.IdleCPU, err = e.idle(ctx, d); err != nil {
+		return r, err
+	}
+	r.IdleWindow = time.Since(idleFrom)
+	say("%d quiet turns (plain text and !true, about one post a second in the chat)", o.warmup+o.turns)
+	if r.Turns, err = e.turns(ctx, d); err != nil {
+		return r, err
+	}
+	say("stranger flood: %d msg/s from %d chats for %v", o.floodRate, o.strangers, o.floodFor)
+	if r.Flood, err = e.flood(ctx, d); err != nil {
+		return r, err
+	}
+	d.stop()
+	say("%d restarts", o.restarts)
+	for range o.restarts {
+		d, took, err := e.start(ctx)
+		if err != nil {
+			return r, err
+		}
+		d.stop()
+		r.Restarts = append(r.Restarts, took)
+	}
+	return r, nil
+}

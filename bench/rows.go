@@ -1,0 +1,179 @@
+package main
+
+import (
+	"fmt"
+	"time"
+)
+
+// Budgets from the "Footprint and speed" issue. MB is 10⁶ bytes.
+const (
+	budgetStartMS = 50
+	budgetIdleMB  = 12
+	budgetP50MS   = 2
+	budgetP99MS   = 10
+	// floodShare is the part of the target rate (5,000 msg/s in the issue,
+	// -flood-rate here) that counts as absorbed: the last batch of the
+	// window is still in flight when it ends.
+	floodShare = 0.95
+	// budgetTrendKiB is the RSS trend that counts as growth: 256 KiB per
+	// 1,000 turns is a leak of 256 bytes a message, well above the noise of
+	// a heap that breathes between collections.
+	budgetTrendKiB = 256
+)
+
+// perRun maps a measure over the runs, one value per run.
+type perRun func(func(runResult) float64) []float64
+
+func mb(kib int64) float64 { return float64(kib) * 1024 / 1e6 }
+
+// buildRows turns the runs into the table, in the order of the issue.
+func buildRows(o options, m meta, runs []runResult) []row {
+	per := func(f func(r runResult) float64) []float64 {
+		out := make([]float64, len(runs))
+		for i, r := range runs {
+			out[i] = f(r)
+		}
+		return out
+	}
+	rows := []row{newRow("binary size", "MB", []float64{float64(m.BinaryBytes) / 1e6}, nil, "go build, not stripped")}
+	rows = append(rows, startRows(o, runs, per)...)
+	rows = append(rows, turnRows(o, runs, per)...)
+	return append(rows, floodRows(o, runs, per)...)
+}
+
+// startRows are start-up, idle memory and idle CPU.
+func startRows(o options, runs []runResult, per perRun) []row {
+	var restarts []float64
+	for _, r := range runs {
+		for _, d := range r.Restarts {
+			restarts = append(restarts, ms(d))
+		}
+	}
+	start := atMost(budgetStartMS, fmt.Sprintf("≤ %d ms", budgetStartMS))
+	return []row{
+		newRow("start-up to ready, first start (new home)", "ms", per(func(r runResult) float64 { return ms(r.ColdStart) }), start,
+			"exec → status answers and first getUpdates"),
+		newRow("start-up to ready, restart", "ms", restarts, start, fmt.Sprintf("%d restarts, range over all", len(restarts))),
+		newRow(fmt.Sprintf("idle RSS (VmRSS), latched, %v after start", o.idle), "MB", per(func(r runResult) float64 { return mb(r.Idle.RSS) }),
+			atMost(budgetIdleMB, fmt.Sprintf("≤ %d MB", budgetIdleMB)), ""),
+		newRow("  of which anonymous (heap, stacks)", "MB", per(func(r runResult) float64 { return mb(r.Idle.Anon) }), nil, "RssAnon"),
+		newRow("  of which file-backed (binary, bbolt)", "MB", per(func(r runResult) float64 { return mb(r.Idle.File) }), nil, "RssFile"),
+		newRow("idle CPU, paired → idle sample", "ms", per(func(r runResult) float64 { return ms(r.IdleCPU) }), nil, "utime+stime"),
+	}
+}
+
+// turnRows are the quiet chat's latencies and what its turns cost.
+func turnRows(o options, runs []runResult, per perRun) []row {
+	n := len(runs[0].Turns.Plain)
+	plain, plainNote := "plain text → answer (instant fake model)", fmt.Sprintf("%d/run; one model call on loopback", n)
+	if o.noModel {
+		plain, plainNote = "plain text (no model) → answer", fmt.Sprintf("%d/run; latch's fixed hint", n)
+	}
+	rows := latency(plain, plainNote, per, func(r runResult) []time.Duration { return replies(r.Turns.Plain) }, true)
+	rows = append(rows, newRow("  p50 drift: last tenth ÷ first tenth of the turns", "×", per(func(r runResult) float64 {
+		ds := replies(r.Turns.Plain)
+		k := max(len(ds)/10, 1)
+		return float64(quantile(ds[len(ds)-k:], 0.5)) / float64(quantile(ds[:k], 0.5))
+	}), nil, "grows if per-turn work grows with the session"))
+	rows = append(rows, latency("!true → first request (typing)", fmt.Sprintf("%d/run; sent before bash starts", n),
+		per, func(r runResult) []time.Duration { return firsts(r.Turns.Cmd) }, true)...)
+	rows = append(rows, latency("!true → answer (includes bash)", "bash start is not latch's overhead", per,
+		func(r runResult) []time.Duration { return replies(r.Turns.Cmd) }, false)...)
+	rows = append(rows,
+		newRow("store growth per 1,000 handled", "KiB", per(func(r runResult) float64 {
+			return float64(r.Turns.DBAfter-r.Turns.DBBefore) / 1024 * 1000 / float64(r.Turns.Turns)
+		}), nil, fmt.Sprintf("latch.db size, over %d turns", o.turns)),
+		newRow(fmt.Sprintf("RSS growth over the %d warm-up turns", o.warmup), "MB", per(func(r runResult) float64 {
+			return mb(r.Turns.Warm.RSS - r.Turns.Cold.RSS)
+		}), nil, "not counted in the trend"),
+		newRow(fmt.Sprintf("RSS after %d more turns", o.turns), "MB", per(func(r runResult) float64 { return mb(r.Turns.After.RSS) }), nil, ""))
+	return append(rows, trendRows(o, per, len(runs[0].Turns.RSSKiB))...)
+}
+
+// trendRows are the RSS trends over the measured turns. The budget is
+// judged on the anonymous part, where a leak would show: the file-backed
+// part grows in 64 KiB steps as code is run for the first time, bounded by
+// the binary, whatever the number of messages. A -quick run is too short
+// to judge.
+func trendRows(o options, per perRun, samples int) []row {
+	b, note := atMost(budgetTrendKiB, fmt.Sprintf("≤ %d KiB/1k", budgetTrendKiB)), fmt.Sprintf("least squares, %d samples", samples)
+	if o.quick {
+		b, note = nil, "too short to judge in -quick"
+	}
+	return []row{
+		newRow("RSS trend over the turns", "KiB/1k", per(func(r runResult) float64 { return r.Turns.SlopeKiB }), nil,
+			"per 1,000 turns"),
+		newRow("  anonymous (heap) trend", "KiB/1k", per(func(r runResult) float64 { return r.Turns.SlopeAnonKiB }), b, note),
+	}
+}
+
+// latency is a p50 and a p99 row; with budget they are judged against the
+// per-message overhead budgets.
+func latency(name, note string, per perRun, f func(runResult) []time.Duration, judged bool) []row {
+	var b50, b99 *budget
+	if judged {
+		b50 = atMost(budgetP50MS, fmt.Sprintf("≤ %d ms", budgetP50MS))
+		b99 = atMost(budgetP99MS, fmt.Sprintf("≤ %d ms", budgetP99MS))
+	}
+	return []row{
+		newRow(name+" p50", "ms", per(func(r runResult) float64 { return ms(quantile(f(r), 0.50)) }), b50, note),
+		newRow(name+" p99", "ms", per(func(r runResult) float64 { return ms(quantile(f(r), 0.99)) }), b99, ""),
+	}
+}
+
+// floodRows are the stranger flood: what was absorbed at what cost, and the
+// latched chat's latency meanwhile against its quiet latency.
+func floodRows(o options, runs []runResult, per perRun) []row {
+	fl := func(f func(floodResult) float64) []float64 {
+		return per(func(r runResult) float64 { return f(r.Flood) })
+	}
+	rate := func(n int, d time.Duration) float64 { return float64(n) / d.Seconds() }
+	target := fmt.Sprintf("%d msg/s × %v, %d chats", o.floodRate, o.floodFor, o.strangers)
+	rows := []row{
+		newRow("flood: pushed into the fake", "msg/s", fl(func(f floodResult) float64 { return rate(f.Pushed, f.Window) }), nil, target),
+		newRow("flood: absorbed (confirmed offset)", "msg/s", fl(func(f floodResult) float64 { return rate(f.Absorbed, f.Window) }),
+			atLeast(floodShare*float64(o.floodRate), fmt.Sprintf("≥ %.0f msg/s", floodShare*float64(o.floodRate))), "during the flood"),
+		newRow("flood: slowest whole second", "msg/s", fl(func(f floodResult) float64 { return float64(minOr(f.PerSecond)) }), nil, ""),
+		newRow("flood: mean batch (updates per getUpdates)", "", fl(func(f floodResult) float64 {
+			return float64(f.Pushed) / float64(max(f.Polls, 1))
+		}), nil, "one store commit per batch"),
+		newRow("flood: backlog drained after last push", "ms", fl(func(f floodResult) float64 { return ms(f.Drain) }), nil, ""),
+		newRow("flood: strangers dropped / pushed", "%", fl(func(f floodResult) float64 {
+			return 100 * float64(f.Dropped) / float64(max(f.Pushed, 1))
+		}), nil, "counter from status"),
+		newRow("flood: daemon CPU (utime+stime)", "%", fl(func(f floodResult) float64 { return 100 * f.CPU.Seconds() / f.Wall.Seconds() }),
+			nil, "of one core, flood start → drained"),
+		newRow("flood: daemon CPU per 1,000 strangers", "ms", fl(func(f floodResult) float64 {
+			return ms(f.CPU) * 1000 / float64(max(f.Pushed, 1))
+		}), nil, ""),
+		newRow("flood: bench's own CPU (fake, pusher)", "%", fl(func(f floodResult) float64 { return 100 * f.HarnessCPU.Seconds() / f.Wall.Seconds() }),
+			nil, "same 2 cores"),
+		newRow("flood: store growth", "KiB", fl(func(f floodResult) float64 { return float64(f.DBGrowth) / 1024 }), nil, ""),
+		newRow("flood: peak RSS so far (VmHWM)", "MB", fl(func(f floodResult) float64 { return mb(f.After.Peak) }), nil, ""),
+	}
+	for _, k := range []struct {
+		name string
+		f    func([]sample) []time.Duration
+	}{{"!true → first request", firsts}, {"!true → answer", replies}} {
+		flood := func(r runResult) float64 { return ms(quantile(k.f(r.Flood.Cmd), 0.99)) }
+		quiet := func(r runResult) float64 { return ms(quantile(k.f(r.Turns.Cmd), 0.99)) }
+		rows = append(rows,
+			newRow("flood: "+k.name+" p50", "ms", per(func(r runResult) float64 { return ms(quantile(k.f(r.Flood.Cmd), 0.5)) }), nil,
+				fmt.Sprintf("%d in run 1", len(runs[0].Flood.Cmd))),
+			newRow("flood: "+k.name+" p99", "ms", per(flood), nil, ""),
+			newRow("flood: "+k.name+" p99 ÷ quiet p99", "×", per(func(r runResult) float64 { return flood(r) / quiet(r) }),
+				atMost(2, "≤ 2×"), ""))
+	}
+	return rows
+}
+
+func minOr(xs []int) int {
+	if len(xs) == 0 {
+		return 0
+	}
+	m := xs[0]
+	for _, x := range xs[1:] {
+		m = min(m, x)
+	}
+	return m
+}
