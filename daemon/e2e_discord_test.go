@@ -2,10 +2,13 @@ package daemon
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/latchd/latch/agent/provider/anthropic/anthropictest"
 	"github.com/latchd/latch/config"
 	"github.com/latchd/latch/control"
 	"github.com/latchd/latch/gateways/discord/discordtest"
@@ -92,5 +95,44 @@ func TestE2EDiscord(t *testing.T) {
 	}
 	if strings.Contains(e.logs.String(), "e2eDISCORDsecret") {
 		t.Error("the Discord token is in the logs")
+	}
+}
+
+// TestE2EDiscordAgentApprovalButton: an agent turn over Discord whose tool
+// call is approved by pressing the button; another user's press does nothing.
+func TestE2EDiscordAgentApprovalButton(t *testing.T) {
+	e := newEnv(t)
+	model := withModel(e)
+	fake := withDiscord(e)
+	e.start()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	res, err := e.client().Mint(ctx, control.MintRequest{Gateway: "discord"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fake.SendDM(dAlice, "/pair "+res.Code)
+	dm := fake.DMChannel(dAlice)
+	waitDiscord(t, fake, dm, "Paired")
+	model.Script(
+		anthropictest.ToolUse("toolu_1", "bash", `{"command":"echo pressed > pressed.txt"}`),
+		anthropictest.Text("Done over Discord."),
+	)
+	fake.SendDM(dAlice, "please run it")
+	m := waitDiscord(t, fake, dm, "bash")
+	var custom string
+	for _, b := range m.Buttons() {
+		if strings.HasPrefix(b.CustomID, "approve:") {
+			custom = b.CustomID
+		}
+	}
+	if custom == "" {
+		t.Fatalf("no approve button on %q", m.Text())
+	}
+	fake.PressButton(dBob, dm, m.ID, custom)
+	fake.PressButton(dAlice, dm, m.ID, custom)
+	waitDiscord(t, fake, dm, "Done over Discord.")
+	if b, _ := os.ReadFile(filepath.Join(e.home, "workspace", "pressed.txt")); string(b) != "pressed\n" {
+		t.Fatalf("pressed.txt = %q", b)
 	}
 }
