@@ -53,12 +53,18 @@ func (r *Reaper) start(cmd *exec.Cmd) (release func(), err error) {
 }
 
 // Reap reaps every zombie child of this process that nobody else waits
-// for, and returns how many it reaped.
+// for, and returns how many it reaped. The /proc scan runs without the lock
+// so RunBash never waits for it; a child RunBash starts meanwhile is
+// tracked before it can exit, and is checked again under the lock.
 func (r *Reaper) Reap() int {
+	zombies := zombieChildren(os.Getpid())
+	if len(zombies) == 0 {
+		return 0
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	n := 0
-	for _, pid := range zombieChildren(os.Getpid()) {
+	for _, pid := range zombies {
 		if r.tracked[pid] {
 			continue
 		}
@@ -88,14 +94,34 @@ func (r *Reaper) Run(ctx context.Context) {
 	}
 }
 
-// zombieChildren lists the zombie processes whose parent is ppid.
+// zombieChildren lists the zombie processes whose parent is ppid. It reads
+// the kernel's list of each thread's children when there is one, and scans
+// all of /proc otherwise.
 func zombieChildren(ppid int) []int {
-	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
-	var out []int
-	for _, path := range stats {
-		state, parent, ok := procStat(path)
-		if ok && state == "Z" && parent == ppid {
+	var pids []int
+	lists, _ := filepath.Glob("/proc/" + strconv.Itoa(ppid) + "/task/*/children")
+	for _, l := range lists {
+		b, err := os.ReadFile(l)
+		if err != nil {
+			continue
+		}
+		for _, f := range strings.Fields(string(b)) {
+			if pid, err := strconv.Atoi(f); err == nil {
+				pids = append(pids, pid)
+			}
+		}
+	}
+	if lists == nil {
+		stats, _ := filepath.Glob("/proc/[0-9]*/stat")
+		for _, path := range stats {
 			pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(path)))
+			pids = append(pids, pid)
+		}
+	}
+	var out []int
+	for _, pid := range pids {
+		state, parent, ok := procStat("/proc/" + strconv.Itoa(pid) + "/stat")
+		if ok && state == "Z" && parent == ppid {
 			out = append(out, pid)
 		}
 	}
