@@ -250,3 +250,13 @@ func Endpoint(baseURL string) string {
 	}
 	return u.Scheme + "://" + u.Host
 }
+
+// DescribeConfig is how a client's Config prints: endpoint scheme and host,
+// model, and only whether a key is set — never the key or a URL path.
+func DescribeConfig(name, baseURL, model, apiKey string) string {
+	key := "unset"
+	if apiKey != "" {
+		key = "set"
+	}
+	return fmt.Sprintf("%s.Config{Endpoint: %q, Model: %q, APIKey: %s}", name, Endpoint(baseURL), model, key)
+}

@@ -72,11 +72,7 @@ type Config struct {
 // scheme and host, so a Config that ends up in a log carries no secret.
 // GoString and LogValue say the same.
 func (c Config) String() string {
-	key := "unset"
-	if c.APIKey != "" {
-		key = "set"
-	}
-	return fmt.Sprintf("anthropic.Config{Endpoint: %q, Model: %q, APIKey: %s}", provider.Endpoint(cmp.Or(c.BaseURL, DefaultBaseURL)), c.Model, key)
+	return provider.DescribeConfig("anthropic", cmp.Or(c.BaseURL, DefaultBaseURL), c.Model, c.APIKey)
 }
 
 // GoString is String, for %#v.
