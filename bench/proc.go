@@ -28,8 +28,11 @@ func build(ctx context.Context, dir string) (string, error) {
 		return "", fmt.Errorf("find the module (run bench from the latch repository): %v", err)
 	}
 	bin := filepath.Join(dir, "latch")
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/latch")
+	// The release build the README gives: static (no cgo, so no libc
+	// mapped in), without symbol table and DWARF.
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags=-s -w", "-o", bin, "./cmd/latch")
 	cmd.Dir = filepath.Dir(mod)
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("go build ./cmd/latch: %w\n%s", err, out)
 	}

@@ -35,7 +35,7 @@ func buildRows(o options, m meta, runs []runResult) []row {
 		}
 		return out
 	}
-	rows := []row{newRow("binary size", "MB", []float64{float64(m.BinaryBytes) / 1e6}, nil, "go build, not stripped")}
+	rows := []row{newRow("binary size", "MB", []float64{float64(m.BinaryBytes) / 1e6}, nil, "CGO_ENABLED=0 go build -trimpath -ldflags=\"-s -w\"")}
 	rows = append(rows, startRows(o, runs, per)...)
 	rows = append(rows, turnRows(o, runs, per)...)
 	return append(rows, floodRows(o, runs, per)...)

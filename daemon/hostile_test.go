@@ -2,7 +2,9 @@ package daemon
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -21,19 +23,36 @@ func TestE2EStrangerFlood(t *testing.T) {
 		n = 10_000
 	}
 	e := newEnv(t)
-	e.start()
+	// A daemon process of its own, so its memory is measured apart from
+	// the fake platform's.
+	child := e.startChild()
 	e.pair()
 	dbPath := config.DBPath(e.home)
 	before, _ := os.Stat(dbPath)
 	texts := []string{"/pair ABCD-2345", "!cat ~/.ssh/id_rsa", "hello", "/start ZZZZ2345", "/status"}
 	var last int
-	for i := 0; i < n; i++ {
-		u := telegramtest.User{ID: int64(10_000 + i%1000), FirstName: "s"}
-		last = e.tg.SendText(telegramtest.Private(u), u, texts[i%len(texts)])
+	flood := func(from, to int) {
+		for i := from; i < to; i++ {
+			u := telegramtest.User{ID: int64(10_000 + i%1000), FirstName: "s"}
+			last = e.tg.SendText(telegramtest.Private(u), u, texts[i%len(texts)])
+		}
+		// Generous: the race detector and a shared 2-core machine make
+		// this slow; the budget is about correctness, the bench measures
+		// speed.
+		e.waitConfirmedWithin(last, 5*time.Minute)
 	}
-	// Generous: the race detector and a shared 2-core machine make this
-	// slow; the budget is about correctness, the bench measures speed.
-	e.waitConfirmedWithin(last, 5*time.Minute)
+	// Memory: the first tenth warms up (every stranger chat seen once,
+	// buffers grown); the other nine tenths must not grow the daemon's
+	// anonymous memory (heap, stacks) by more than a few MB — a record kept
+	// per message or per attempt, even 100 bytes, would show.
+	flood(0, n/10)
+	warm := rssAnon(t, child.Process.Pid)
+	flood(n/10, n)
+	end := rssAnon(t, child.Process.Pid)
+	t.Logf("daemon RssAnon: %d KiB after %d messages, %d KiB after %d", warm>>10, n/10, end>>10, n)
+	if grown := end - warm; grown > 8<<20 {
+		t.Errorf("daemon's anonymous memory grew by %d KiB over %d stranger messages", grown>>10, n-n/10)
+	}
 	e.say(owner, "!echo still mine")
 	e.waitReply(owner.ID, "still mine")
 	for _, m := range e.tg.Sent() {
@@ -77,4 +96,24 @@ func TestE2EMalformedUpdatesDoNotCrash(t *testing.T) {
 	if got := len(e.tg.SentTo(owner.ID)); got > 3 {
 		t.Errorf("malformed updates caused replies:%s", e.describeSent())
 	}
+}
+
+// rssAnon is the RssAnon of process pid, in bytes.
+func rssAnon(t *testing.T, pid int) int64 {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "RssAnon:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return kb << 10
+		}
+	}
+	t.Fatal("no RssAnon in /proc/pid/status")
+	return 0
 }

@@ -18,7 +18,7 @@ type fixture struct {
 	now time.Time
 }
 
-func newFixture(t *testing.T) *fixture {
+func newFixture(t testing.TB) *fixture {
 	t.Helper()
 	db, err := store.Open(filepath.Join(t.TempDir(), "latch.db"), store.Options{})
 	if err != nil {
@@ -34,7 +34,7 @@ func newFixture(t *testing.T) *fixture {
 	return f
 }
 
-func (f *fixture) mint(t *testing.T, gw string) string {
+func (f *fixture) mint(t testing.TB, gw string) string {
 	t.Helper()
 	var code string
 	err := f.db.Update(func(tx *store.Tx) error {

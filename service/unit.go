@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"text/template"
 	"time"
 	"unicode"
@@ -77,7 +78,13 @@ would not take effect. That needs unprivileged user namespaces: if latch
 then fails to start, see latch service status, or install a system service
 instead (sudo latch service install --system --user NAME --harden).`
 
-var unitTemplate = template.Must(template.New("unit").Parse(`# latch.service, written by latch service install.
+// unitTemplate is parsed on first use, not at start-up: the daemon links
+// this package but never renders a unit.
+var unitTemplate = sync.OnceValue(func() *template.Template {
+	return template.Must(template.New("unit").Parse(unitText))
+})
+
+const unitText = `# latch.service, written by latch service install.
 # Re-run that command to change it. Local additions belong in a drop-in
 # (systemctl {{.Scope}}edit latch.service), which a re-install keeps.
 
@@ -131,7 +138,7 @@ LockPersonality=yes
 
 [Install]
 WantedBy={{.WantedBy}}
-`))
+`
 
 // unitData is what unitTemplate renders; every string in it is already
 // escaped for the unit file.
@@ -155,7 +162,7 @@ func Unit(opts UnitOptions) (string, error) {
 		return "", err
 	}
 	var b bytes.Buffer
-	if err := unitTemplate.Execute(&b, d); err != nil {
+	if err := unitTemplate().Execute(&b, d); err != nil {
 		return "", fmt.Errorf("render unit: %w", err)
 	}
 	return b.String(), nil
@@ -238,13 +245,13 @@ func checkPath(what, p string) (string, error) {
 
 // userName matches the user names and numeric ids systemd takes in User=
 // without quoting or specifiers.
-var userName = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,255}$`)
+var userName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,255}$`) })
 
 func checkUser(u string) error {
 	switch {
 	case u == "":
 		return errors.New("a system unit needs the user latch runs as (--user NAME)")
-	case !userName.MatchString(u) || u == "." || u == "..":
+	case !userName().MatchString(u) || u == "." || u == "..":
 		return fmt.Errorf("user %q: not a valid user name", u)
 	}
 	return nil
