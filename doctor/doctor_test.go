@@ -21,7 +21,7 @@ import (
 func TestHealthyHome(t *testing.T) {
 	tg := telegramtest.New(botToken)
 	defer tg.Close()
-	models := newModelsAPI(t, true, apiKey, "claude-opus-4-1", "claude-sonnet-4-5")
+	models := anthropicModels(t, apiKey, "claude-opus-4-1", "claude-sonnet-4-5")
 	f := newFixture(t, tomlConfig(
 		"telegram.token", botToken, "telegram.api_url", tg.URL(),
 		"agent.provider", "anthropic", "agent.model", "claude-sonnet-4-5",
@@ -52,7 +52,7 @@ func TestHealthyHome(t *testing.T) {
 	if got := tg.Calls("getMe"); len(got) != 1 {
 		t.Errorf("getMe calls = %d, want 1", len(got))
 	}
-	if got := models.requests(); !slices.Equal(got, []string{"/v1/models/claude-sonnet-4-5"}) {
+	if got := modelPaths(models); !slices.Equal(got, []string{"/v1/models/claude-sonnet-4-5"}) {
 		t.Errorf("model requests = %v, want only GET /v1/models/claude-sonnet-4-5", got)
 	}
 }
@@ -69,7 +69,7 @@ func cmpOr(s, def Status) Status {
 func TestBrokenHome(t *testing.T) {
 	tg := telegramtest.New(botToken)
 	defer tg.Close()
-	models := newModelsAPI(t, true, apiKey, "claude-opus-4-1", "claude-sonnet-4-5", "claude-haiku-4-5")
+	models := anthropicModels(t, apiKey, "claude-opus-4-1", "claude-sonnet-4-5", "claude-haiku-4-5")
 	blocker := filepath.Join(t.TempDir(), "a-file")
 	if err := os.WriteFile(blocker, nil, 0o600); err != nil {
 		t.Fatal(err)

@@ -9,19 +9,16 @@ import (
 	"slices"
 	"strings"
 
-	sdk "github.com/anthropics/anthropic-sdk-go/v2"
-	"github.com/anthropics/anthropic-sdk-go/v2/option"
 	goopenai "github.com/sashabaranov/go-openai"
 
+	"github.com/latchd/latch/agent/provider"
+	"github.com/latchd/latch/agent/provider/anthropic"
 	"github.com/latchd/latch/config"
 )
 
-// The providers' public APIs, used when [agent] base_url is empty. They
-// match the adapters' defaults.
-const (
-	anthropicBaseURL = "https://api.anthropic.com"
-	openAIBaseURL    = "https://api.openai.com/v1"
-)
+// openAIBaseURL is the OpenAI API, used when [agent] base_url is empty. It
+// matches the adapter's default.
+const openAIBaseURL = "https://api.openai.com/v1"
 
 // maxListed is how many available models a failure suggests.
 const maxListed = 5
@@ -44,20 +41,14 @@ func (r *run) checkModel(ctx context.Context) Check {
 }
 
 func (r *run) checkAnthropic(ctx context.Context, a config.AgentConfig) Check {
-	base := cmp.Or(a.BaseURL, anthropicBaseURL)
-	// Like the adapter, only the settings latch resolved count: the SDK
-	// must not add a key or a base URL of its own from the environment.
-	opts := []option.RequestOption{
-		option.WithoutEnvironmentDefaults(),
-		option.WithBaseURL(base),
-		option.WithHTTPClient(r.d.httpClient()),
-		option.WithMaxRetries(0),
+	base := cmp.Or(a.BaseURL, anthropic.DefaultBaseURL)
+	// The adapter's own client: only the settings latch resolved count,
+	// nothing from the environment.
+	client, err := anthropic.New(anthropic.Config{APIKey: a.APIKey, BaseURL: base, Model: a.Model, HTTPClient: r.d.httpClient()})
+	if err != nil {
+		return fail(err.Error(), "set [agent] base_url in "+r.cfg.Path+" to an http:// or https:// URL")
 	}
-	if a.APIKey != "" {
-		opts = append(opts, option.WithAPIKey(a.APIKey))
-	}
-	client := sdk.NewClient(opts...)
-	m, err := client.Models.Get(ctx, a.Model, sdk.ModelGetParams{})
+	m, err := client.Model(ctx, a.Model)
 	if err == nil {
 		name := m.ID
 		if m.DisplayName != "" {
@@ -65,19 +56,21 @@ func (r *run) checkAnthropic(ctx context.Context, a config.AgentConfig) Check {
 		}
 		return ok(fmt.Sprintf("anthropic: %s at %s", name, base))
 	}
-	var apiErr *sdk.Error
-	if !errors.As(err, &apiErr) {
-		return r.unreachable(base, err)
+	var pe *provider.Error
+	switch {
+	case !errors.As(err, &pe):
+		return r.unreachable(base, err) // a timeout
+	case pe.Status == 0:
+		return r.unreachable(base, errors.New(pe.Message))
+	case pe.Status != http.StatusNotFound:
+		return r.providerStatus(pe.Status, pe.Message)
 	}
-	if apiErr.StatusCode != http.StatusNotFound {
-		return r.providerStatus(apiErr.StatusCode, apiErr.Message)
-	}
-	page, lerr := client.Models.List(ctx, sdk.ModelListParams{Limit: sdk.Int(1000)})
+	models, lerr := client.Models(ctx)
 	if lerr != nil {
 		return fail(fmt.Sprintf("anthropic at %s does not know the model %q (404)", base, a.Model), r.modelFix())
 	}
-	ids := make([]string, 0, len(page.Data))
-	for _, m := range page.Data {
+	ids := make([]string, 0, len(models))
+	for _, m := range models {
 		ids = append(ids, m.ID)
 	}
 	return r.unknownModel("anthropic", base, ids)

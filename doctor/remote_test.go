@@ -91,7 +91,7 @@ func TestTelegramTokenFile(t *testing.T) {
 }
 
 func TestModel(t *testing.T) {
-	anthropicModels := []string{"claude-opus-4-1", "claude-sonnet-4-5", "claude-haiku-4-5", "claude-3-5-haiku", "claude-3-opus", "claude-sonnet-4-0", "claude-3-7-sonnet"}
+	served := []string{"claude-opus-4-1", "claude-sonnet-4-5", "claude-haiku-4-5", "claude-3-5-haiku", "claude-3-opus", "claude-sonnet-4-0", "claude-3-7-sonnet"}
 	tests := []struct {
 		name     string
 		provider string
@@ -104,16 +104,16 @@ func TestModel(t *testing.T) {
 		detail   []string
 		fix      []string
 	}{
-		{name: "anthropic ok", provider: "anthropic", key: apiKey, model: "claude-sonnet-4-5", serve: anthropicModels,
-			status: OK, detail: []string{"claude-sonnet-4-5 (Display claude-sonnet-4-5)"}},
-		{name: "anthropic wrong key", provider: "anthropic", key: wrongKey, model: "claude-sonnet-4-5", serve: anthropicModels,
+		{name: "anthropic ok", provider: "anthropic", key: apiKey, model: "claude-sonnet-4-5", serve: served,
+			status: OK, detail: []string{"claude-sonnet-4-5 (Claude Sonnet 4.5)"}},
+		{name: "anthropic wrong key", provider: "anthropic", key: wrongKey, model: "claude-sonnet-4-5", serve: served,
 			status: Fail, detail: []string{"rejected the API key (401)"}, fix: []string{"[agent] api_key"}},
-		{name: "anthropic no key", provider: "anthropic", model: "claude-sonnet-4-5", serve: anthropicModels,
+		{name: "anthropic no key", provider: "anthropic", model: "claude-sonnet-4-5", serve: served,
 			status: Fail, detail: []string{"needs an API key"}, fix: []string{"[agent] api_key"}},
 		{name: "anthropic key from the environment", provider: "anthropic", env: map[string]string{config.EnvAnthropicAPIKey: wrongKey},
-			model: "claude-sonnet-4-5", serve: anthropicModels,
+			model: "claude-sonnet-4-5", serve: served,
 			status: Fail, detail: []string{"401"}, fix: []string{config.EnvAnthropicAPIKey, "[agent] api_key"}},
-		{name: "anthropic unknown model", provider: "anthropic", key: apiKey, model: "claude-sonnet-4-6", serve: anthropicModels,
+		{name: "anthropic unknown model", provider: "anthropic", key: apiKey, model: "claude-sonnet-4-6", serve: served,
 			status: Fail, detail: []string{`"claude-sonnet-4-6"`, "it offers claude-sonnet-4-5, claude-sonnet-4-0, ", "(of 7)"},
 			fix: []string{"[agent] model"}},
 		{name: "anthropic unreachable", provider: "anthropic", key: apiKey, model: "claude-sonnet-4-5", closed: true,
@@ -135,12 +135,14 @@ func TestModel(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			base := ""
-			if tt.provider != "none" {
-				m := newModelsAPI(t, tt.provider == "anthropic", apiKey, tt.serve...)
-				base = m.URL()
-				if tt.closed {
-					base = closedURL(t)
-				}
+			switch tt.provider {
+			case "anthropic":
+				base = anthropicModels(t, apiKey, tt.serve...).URL()
+			case "openai":
+				base = newModelsAPI(t, apiKey, tt.serve...).URL()
+			}
+			if tt.closed {
+				base = closedURL(t)
 			}
 			f := newFixture(t, tomlConfig("agent.provider", tt.provider, "agent.model", tt.model,
 				"agent.base_url", base, "agent.api_key", tt.key))
@@ -155,8 +157,8 @@ func TestModel(t *testing.T) {
 }
 
 // TestModelIgnoresSDKEnvironment: only the settings latch resolved reach
-// the provider. The Anthropic SDK would otherwise take its key and base URL
-// from the process environment.
+// the provider. The official SDKs take their key and base URL from the
+// process environment.
 func TestModelIgnoresSDKEnvironment(t *testing.T) {
 	t.Setenv("ANTHROPIC_API_KEY", wrongKey)
 	t.Setenv("ANTHROPIC_AUTH_TOKEN", wrongKey)
@@ -165,9 +167,12 @@ func TestModelIgnoresSDKEnvironment(t *testing.T) {
 	t.Setenv("OPENAI_BASE_URL", closedURL(t))
 	for _, provider := range []string{"anthropic", "openai"} {
 		t.Run(provider, func(t *testing.T) {
-			m := newModelsAPI(t, provider == "anthropic", apiKey, "the-model")
+			base := newModelsAPI(t, apiKey, "the-model").URL()
+			if provider == "anthropic" {
+				base = anthropicModels(t, apiKey, "the-model").URL()
+			}
 			f := newFixture(t, tomlConfig("agent.provider", provider, "agent.model", "the-model",
-				"agent.base_url", m.URL(), "agent.api_key", apiKey))
+				"agent.base_url", base, "agent.api_key", apiKey))
 			f.sys.missing = true
 			rep := f.run(t)
 			wantCheck(t, rep, "model", OK, []string{"the-model"}, nil)

@@ -1,30 +1,33 @@
 // Package anthropic is the provider adapter for Anthropic's Messages API,
-// built on the official SDK (github.com/anthropics/anthropic-sdk-go/v2). It
-// streams every call, passes text deltas on as they arrive, and accumulates
-// tool_use blocks from their input_json_delta pieces.
+// spoken directly over net/http: POST /v1/messages with "stream": true,
+// read as server-sent events. It passes text deltas on as they arrive,
+// accumulates tool_use blocks from their input_json_delta pieces, and
+// sorts every failure into a provider.Error. It also reads the Models API
+// (Model, Models), which `latch doctor` uses to check the configuration.
 //
-// Config is the only source of settings. The SDK on its own would also read
-// ANTHROPIC_API_KEY, ANTHROPIC_AUTH_TOKEN, ANTHROPIC_BASE_URL,
-// ANTHROPIC_CUSTOM_HEADERS, ANTHROPIC_PROFILE and credential files under
-// ~/.config/anthropic; New switches all of that off
-// (option.WithoutEnvironmentDefaults), so an explicit setting always wins
-// and nothing reaches the provider that the owner did not configure.
-// Falling back to an environment variable is the config layer's decision,
-// made before New is called.
+// It is its own client rather than the official SDK because the SDK and
+// what it pulls in (OpenTelemetry, YAML, JSON Schema, webhooks) were most
+// of the binary and more than doubled the daemon's idle memory, for the
+// handful of request and event shapes latch uses.
+//
+// Config is the only source of settings: nothing is read from the
+// environment (no ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL or credential
+// files). Falling back to an environment variable is the config layer's
+// decision, made before New is called. Only the HTTP client's transport
+// may consult the environment: http.DefaultTransport honours HTTPS_PROXY.
 package anthropic
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/url"
 	"time"
-
-	sdk "github.com/anthropics/anthropic-sdk-go/v2"
-	"github.com/anthropics/anthropic-sdk-go/v2/option"
 
 	"github.com/latchd/latch/agent/provider"
 	"github.com/latchd/latch/agent/provider/internal/retry"
@@ -40,13 +43,24 @@ const DefaultBaseURL = "https://api.anthropic.com"
 // the Messages API requires one.
 const DefaultMaxTokens = 8192
 
+// apiVersion is the anthropic-version header every request carries: the
+// version of the Messages API whose shapes this package speaks.
+const apiVersion = "2023-06-01"
+
+// maxRedirects is how many redirects a request follows, as net/http does
+// by default.
+const maxRedirects = 10
+
 // Config configures a Client. Only APIKey and Model are usually set.
 type Config struct {
-	// APIKey is sent as "Authorization: Bearer <key>" (what the SDK does).
-	// Empty sends no credential; the API will then answer 401.
+	// APIKey is sent as "x-api-key: <key>", and only to the host of
+	// BaseURL: a redirect elsewhere goes without it. Empty sends no
+	// credential; the API will then answer 401.
 	APIKey string
 	// BaseURL is the API root, without /v1: "https://api.anthropic.com" when
-	// empty. Set it for a proxy or gateway that speaks the Messages API.
+	// empty. Set it for a proxy or gateway that speaks the Messages API; a
+	// path in it is kept (requests go to <BaseURL>/v1/messages), a query is
+	// not.
 	BaseURL string
 	// Model is used when a Request names none.
 	Model string
@@ -60,8 +74,9 @@ type Config struct {
 	// streamed. 0 means 2; negative means never.
 	MaxRetries int
 	// HTTPClient makes the requests; nil means http.DefaultClient. A copy
-	// is used, its transport wrapped to watch for signs of life. Its
-	// Timeout, if any, must leave room for a whole streamed reply.
+	// is used, its transport wrapped to watch for signs of life and its
+	// redirect policy to keep the key from other hosts. Its Timeout, if
+	// any, must leave room for a whole streamed reply.
 	HTTPClient *http.Client
 	// Logger gets a line for each retry; nil means no logs. The API key is
 	// never logged.
@@ -83,7 +98,8 @@ func (c Config) LogValue() slog.Value { return slog.StringValue(c.String()) }
 
 // Client calls the Messages API. It is safe for concurrent use.
 type Client struct {
-	sdk      sdk.Client
+	http     *http.Client
+	base     *url.URL // BaseURL without query or fragment
 	model    string
 	key      string
 	endpoint string
@@ -95,24 +111,20 @@ var _ provider.Provider = (*Client)(nil)
 // New returns a Client for cfg. It fails only for a BaseURL that is not an
 // http or https URL.
 func New(cfg Config) (*Client, error) {
-	base := cmp.Or(cfg.BaseURL, DefaultBaseURL)
-	if u, err := url.Parse(base); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+	base, err := url.Parse(cmp.Or(cfg.BaseURL, DefaultBaseURL))
+	if err != nil || (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" {
 		return nil, errors.New("anthropic: base_url must be an http:// or https:// URL")
 	}
-	opts := []option.RequestOption{
-		option.WithoutEnvironmentDefaults(),
-		option.WithBaseURL(base),
-		option.WithHTTPClient(retry.HTTPClient(cfg.HTTPClient)),
-		option.WithMaxRetries(0), // retry.Do retries, and knows when it must not
-	}
-	if cfg.APIKey != "" {
-		opts = append(opts, option.WithAPIKey(cfg.APIKey))
-	}
+	endpoint := provider.Endpoint(base.String())
+	base.RawQuery, base.ForceQuery, base.Fragment, base.RawFragment = "", false, "", ""
+	hc := retry.HTTPClient(cfg.HTTPClient)
+	hc.CheckRedirect = keepKeyHome(hc.CheckRedirect)
 	return &Client{
-		sdk:      sdk.NewClient(opts...),
+		http:     hc,
+		base:     base,
 		model:    cfg.Model,
 		key:      cfg.APIKey,
-		endpoint: provider.Endpoint(base),
+		endpoint: endpoint,
 		policy: retry.Policy{
 			Provider:   Name,
 			MaxRetries: cfg.MaxRetries,
@@ -120,6 +132,24 @@ func New(cfg Config) (*Client, error) {
 			Logger:     cfg.Logger,
 		},
 	}, nil
+}
+
+// keepKeyHome wraps a redirect policy (nil: net/http's) so that the API
+// key goes only where the first request went. net/http drops
+// Authorization on a redirect to another host, but not x-api-key.
+func keepKeyHome(next func(*http.Request, []*http.Request) error) func(*http.Request, []*http.Request) error {
+	return func(req *http.Request, via []*http.Request) error {
+		if first := via[0].URL; req.URL.Scheme != first.Scheme || req.URL.Host != first.Host {
+			req.Header.Del("X-Api-Key")
+		}
+		if next != nil {
+			return next(req, via)
+		}
+		if len(via) >= maxRedirects {
+			return fmt.Errorf("stopped after %d redirects", maxRedirects)
+		}
+		return nil
+	}
 }
 
 // String describes c without its API key; GoString and LogValue say the
@@ -141,48 +171,79 @@ func (c *Client) Name() string { return Name }
 func (c *Client) Stream(ctx context.Context, req provider.Request, onText func(string)) (provider.Response, error) {
 	model := cmp.Or(req.Model, c.model)
 	if model == "" {
-		e := c.newError("")
-		e.Kind = provider.ErrModel
-		e.Message = "no model configured"
-		return provider.Response{}, e
+		return provider.Response{}, c.noModel()
 	}
-	params, err := encode(req, model)
+	body, err := encode(req, model)
 	if err != nil {
 		return provider.Response{}, fmt.Errorf("anthropic: %w", err)
 	}
 	return retry.Do(ctx, c.policy, onText, func(ctx context.Context, a *retry.Attempt) (provider.Response, error) {
-		return c.attempt(ctx, params, model, a)
+		return c.attempt(ctx, body, model, a)
 	})
 }
 
-// attempt makes one streaming request and reads it to the end.
-func (c *Client) attempt(ctx context.Context, params sdk.MessageNewParams, model string, a *retry.Attempt) (provider.Response, error) {
-	stream := c.sdk.Messages.NewStreaming(ctx, params)
-	defer stream.Close()
-	var msg sdk.Message
-	stopped := false
-	for stream.Next() {
+func (c *Client) noModel() *provider.Error {
+	e := c.newError("")
+	e.Kind = provider.ErrModel
+	e.Message = "no model configured"
+	return e
+}
+
+// attempt makes one streaming request and reads it until message_stop.
+func (c *Client) attempt(ctx context.Context, body []byte, model string, a *retry.Attempt) (provider.Response, error) {
+	req, err := c.newRequest(ctx, http.MethodPost, c.base.JoinPath("v1", "messages"), bytes.NewReader(body))
+	if err != nil {
+		return provider.Response{}, c.netError(err, model)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "text/event-stream")
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return provider.Response{}, c.netError(err, model)
+	}
+	// Closing before the end of the body is fine: once message_stop has
+	// arrived the message is whole, and what the connection does after it
+	// does not matter.
+	defer resp.Body.Close()
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return provider.Response{}, c.responseError(resp, model)
+	}
+	var r reply
+	events := newSSEReader(resp.Body)
+	for {
+		ev, err := events.next()
+		switch {
+		case errors.Is(err, io.EOF):
+			return r.partial(), c.streamBroken(model, "the stream ended before message_stop")
+		case errors.Is(err, errEventTooLarge):
+			return r.partial(), c.streamBroken(model, err.Error())
+		case err != nil:
+			return r.partial(), c.netError(err, model)
+		}
 		a.Alive()
-		ev := stream.Current()
-		if err := msg.Accumulate(ev); err != nil {
-			return partial(&msg), c.streamBroken(model, err.Error())
-		}
-		switch ev.Type {
-		case "content_block_delta":
-			if ev.Delta.Type == "text_delta" {
-				a.Text(ev.Delta.Text)
-			}
-		case "message_stop":
-			stopped = true
+		done, err := r.apply(ev, a.Text)
+		var se *streamError
+		switch {
+		case errors.As(err, &se):
+			return r.partial(), c.apiError(model, resp.StatusCode, resp.Header, se.Type, se.Message)
+		case err != nil:
+			return r.partial(), c.streamBroken(model, err.Error())
+		case done:
+			return r.complete(), nil
 		}
 	}
-	// Once message_stop has arrived the message is whole; what happens to
-	// the connection after it does not matter.
-	if stopped {
-		return complete(&msg), nil
+}
+
+// newRequest is a request to the API with the headers every request
+// carries.
+func (c *Client) newRequest(ctx context.Context, method string, u *url.URL, body io.Reader) (*http.Request, error) {
+	req, err := http.NewRequestWithContext(ctx, method, u.String(), body)
+	if err != nil {
+		return nil, err
 	}
-	if err := stream.Err(); err != nil {
-		return partial(&msg), c.classify(err, model)
+	req.Header.Set("Anthropic-Version", apiVersion)
+	if c.key != "" {
+		req.Header.Set("X-Api-Key", c.key)
 	}
-	return partial(&msg), c.streamBroken(model, "the stream ended before message_stop")
+	return req, nil
 }

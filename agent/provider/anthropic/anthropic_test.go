@@ -113,8 +113,20 @@ func TestStreamText(t *testing.T) {
 	if len(p.Messages) != 1 || p.Messages[0].Role != "user" || p.Messages[0].Content[0].Text != "hi" {
 		t.Errorf("messages = %+v, want one user message \"hi\"", p.Messages)
 	}
-	if got := reqs[0].Header.Get("Authorization"); got != "Bearer "+testKey {
-		t.Errorf("Authorization = %q, want the configured key", got)
+	h := reqs[0].Header
+	if got := h.Get("X-Api-Key"); got != testKey {
+		t.Errorf("x-api-key = %q, want the configured key", got)
+	}
+	if got := h.Get("Authorization"); got != "" {
+		t.Errorf("Authorization = %q, want none: the API documents x-api-key", got)
+	}
+	for k, want := range map[string]string{"Anthropic-Version": "2023-06-01", "Content-Type": "application/json", "Accept": "text/event-stream"} {
+		if got := h.Get(k); got != want {
+			t.Errorf("%s = %q, want %q", k, got, want)
+		}
+	}
+	if reqs[0].Method != "POST" || reqs[0].Path != "/v1/messages" {
+		t.Errorf("request = %s %s, want POST /v1/messages", reqs[0].Method, reqs[0].Path)
 	}
 }
 

@@ -1,72 +1,116 @@
 package anthropic
 
 import (
+	"bytes"
 	"cmp"
 	"encoding/json"
 	"fmt"
 
-	sdk "github.com/anthropics/anthropic-sdk-go/v2"
-
 	"github.com/latchd/latch/agent/provider"
 )
 
-// encode turns a neutral request into Messages API parameters.
-func encode(req provider.Request, model string) (sdk.MessageNewParams, error) {
-	p := sdk.MessageNewParams{
+// messagesRequest is the body of POST /v1/messages, with the fields latch
+// uses. It is the JSON the official SDK sent for the same request, but for
+// a tool without a schema: the SDK left out input_schema, which the API
+// requires.
+type messagesRequest struct {
+	Model     string      `json:"model"`
+	MaxTokens int         `json:"max_tokens"`
+	System    []textBlock `json:"system,omitempty"`
+	Messages  []message   `json:"messages"`
+	Tools     []tool      `json:"tools,omitempty"`
+	Stream    bool        `json:"stream"`
+}
+
+type message struct {
+	Role    provider.Role `json:"role"`
+	Content []any         `json:"content"` // textBlock, toolUseBlock, toolResultBlock
+}
+
+type textBlock struct {
+	Type string `json:"type"` // "text"
+	Text string `json:"text"`
+}
+
+type toolUseBlock struct {
+	Type  string          `json:"type"` // "tool_use"
+	ID    string          `json:"id"`
+	Name  string          `json:"name"`
+	Input json.RawMessage `json:"input"`
+}
+
+type toolResultBlock struct {
+	Type      string      `json:"type"` // "tool_result"
+	ToolUseID string      `json:"tool_use_id"`
+	Content   []textBlock `json:"content,omitempty"`
+	IsError   bool        `json:"is_error,omitempty"`
+}
+
+type tool struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description,omitempty"`
+	InputSchema json.RawMessage `json:"input_schema"`
+}
+
+// encode turns a neutral request into the body of a streaming Messages
+// request.
+func encode(req provider.Request, model string) ([]byte, error) {
+	p := messagesRequest{
 		Model:     model,
-		MaxTokens: int64(cmp.Or(req.MaxTokens, DefaultMaxTokens)),
+		MaxTokens: cmp.Or(req.MaxTokens, DefaultMaxTokens),
+		Messages:  []message{},
+		Stream:    true,
 	}
 	if req.System != "" {
-		p.System = []sdk.TextBlockParam{{Text: req.System}}
+		p.System = []textBlock{{Type: "text", Text: req.System}}
 	}
 	for i, m := range req.Messages {
 		blocks, err := encodeBlocks(m.Content)
 		if err != nil {
-			return p, fmt.Errorf("message %d: %w", i, err)
+			return nil, fmt.Errorf("message %d: %w", i, err)
 		}
 		if len(blocks) == 0 {
 			// Only empty text: the API refuses empty text blocks, and a
 			// message without content, so the message carries nothing.
 			continue
 		}
-		switch m.Role {
-		case provider.RoleUser:
-			p.Messages = append(p.Messages, sdk.NewUserMessage(blocks...))
-		case provider.RoleAssistant:
-			p.Messages = append(p.Messages, sdk.NewAssistantMessage(blocks...))
-		default:
-			return p, fmt.Errorf("message %d: unknown role %q", i, m.Role)
+		if m.Role != provider.RoleUser && m.Role != provider.RoleAssistant {
+			return nil, fmt.Errorf("message %d: unknown role %q", i, m.Role)
 		}
+		p.Messages = append(p.Messages, message{Role: m.Role, Content: blocks})
 	}
 	for _, t := range req.Tools {
-		tp, err := encodeTool(t)
+		schema, err := inputSchema(t)
 		if err != nil {
-			return p, err
+			return nil, err
 		}
-		p.Tools = append(p.Tools, sdk.ToolUnionParam{OfTool: &tp})
+		p.Tools = append(p.Tools, tool{Name: t.Name, Description: t.Description, InputSchema: schema})
 	}
-	return p, nil
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(p); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
 }
 
-func encodeBlocks(in []provider.Block) ([]sdk.ContentBlockParamUnion, error) {
-	var out []sdk.ContentBlockParamUnion
+func encodeBlocks(in []provider.Block) ([]any, error) {
+	var out []any
 	for j, b := range in {
 		switch b.Type {
 		case provider.BlockText:
 			if b.Text != "" {
-				out = append(out, sdk.NewTextBlock(b.Text))
+				out = append(out, textBlock{Type: "text", Text: b.Text})
 			}
 		case provider.BlockToolUse:
-			out = append(out, sdk.NewToolUseBlock(b.ID, toolInput(b.Input), b.Name))
+			out = append(out, toolUseBlock{Type: "tool_use", ID: b.ID, Name: b.Name, Input: toolInput(b.Input)})
 		case provider.BlockToolResult:
-			r := sdk.ToolResultBlockParam{ToolUseID: b.ID}
+			r := toolResultBlock{Type: "tool_result", ToolUseID: b.ID, IsError: b.IsError}
 			if b.Text != "" {
-				r.Content = []sdk.ToolResultBlockParamContentUnion{{OfText: &sdk.TextBlockParam{Text: b.Text}}}
+				r.Content = []textBlock{{Type: "text", Text: b.Text}}
 			}
-			if b.IsError {
-				r.IsError = sdk.Bool(true)
-			}
-			out = append(out, sdk.ContentBlockParamUnion{OfToolResult: &r})
+			out = append(out, r)
 		default:
 			return nil, fmt.Errorf("block %d: unknown type %q", j, b.Type)
 		}
@@ -87,41 +131,36 @@ func toolInput(in json.RawMessage) json.RawMessage {
 	return in
 }
 
-// encodeTool maps a tool onto the SDK's ToolParam. The SDK models the
-// schema as properties + required + extra fields; the schema is split that
-// way so that it reaches the API as given.
-func encodeTool(t provider.Tool) (sdk.ToolParam, error) {
-	tp := sdk.ToolParam{Name: t.Name}
-	if t.Description != "" {
-		tp.Description = sdk.String(t.Description)
-	}
-	if len(t.Schema) == 0 {
-		return tp, nil
+// inputSchema checks a tool's schema — a JSON object whose type, if given,
+// is "object", with required a list of names — and returns it as sent:
+// unchanged, with "type": "object" put first if it was missing. No schema
+// at all is {"type":"object"}, which the API requires at the least.
+func inputSchema(t provider.Tool) (json.RawMessage, error) {
+	raw := bytes.TrimSpace(t.Schema)
+	if len(raw) == 0 {
+		return json.RawMessage(`{"type":"object"}`), nil
 	}
 	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(t.Schema, &fields); err != nil {
-		return tp, fmt.Errorf("tool %s: schema is not a JSON object", t.Name)
+	if err := json.Unmarshal(raw, &fields); err != nil || fields == nil {
+		return nil, fmt.Errorf("tool %s: schema is not a JSON object", t.Name)
 	}
-	extra := map[string]any{}
-	for k, v := range fields {
-		switch k {
-		case "type":
-			var typ string
-			if json.Unmarshal(v, &typ) != nil || typ != "object" {
-				return tp, fmt.Errorf(`tool %s: schema type must be "object"`, t.Name)
-			}
-		case "properties":
-			tp.InputSchema.Properties = v
-		case "required":
-			if err := json.Unmarshal(v, &tp.InputSchema.Required); err != nil {
-				return tp, fmt.Errorf("tool %s: schema required must be a list of names", t.Name)
-			}
-		default:
-			extra[k] = v
+	if v, ok := fields["required"]; ok {
+		var names []string
+		if err := json.Unmarshal(v, &names); err != nil {
+			return nil, fmt.Errorf("tool %s: schema required must be a list of names", t.Name)
 		}
 	}
-	if len(extra) > 0 {
-		tp.InputSchema.ExtraFields = extra
+	v, ok := fields["type"]
+	if !ok {
+		rest := bytes.TrimSpace(raw[1:]) // after the '{'
+		if rest[0] == '}' {
+			return json.RawMessage(`{"type":"object"}`), nil
+		}
+		return append([]byte(`{"type":"object",`), rest...), nil
 	}
-	return tp, nil
+	var typ string
+	if json.Unmarshal(v, &typ) != nil || typ != "object" {
+		return nil, fmt.Errorf(`tool %s: schema type must be "object"`, t.Name)
+	}
+	return raw, nil
 }

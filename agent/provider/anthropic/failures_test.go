@@ -54,7 +54,8 @@ func TestNoAPIKey(t *testing.T) {
 	}
 }
 
-// The SDK would read these by default; the config must be all that counts.
+// The official SDK reads these by default; the config must be all that
+// counts.
 func TestEnvironmentIgnored(t *testing.T) {
 	t.Setenv("ANTHROPIC_API_KEY", "sk-ant-from-env-000000")
 	t.Setenv("ANTHROPIC_AUTH_TOKEN", "token-from-env-000000")
@@ -67,7 +68,7 @@ func TestEnvironmentIgnored(t *testing.T) {
 		t.Fatalf("Stream with explicit config: %v", err)
 	}
 	h := srv.Requests()[0].Header
-	if h.Get("Authorization") != "Bearer "+testKey || h.Get("X-Env-Header") != "" {
+	if h.Get("X-Api-Key") != testKey || h.Get("Authorization") != "" || h.Get("X-Env-Header") != "" {
 		t.Errorf("request headers = %v, want the configured key and nothing from the environment", h)
 	}
 
@@ -308,7 +309,7 @@ func TestIdleTimeout(t *testing.T) {
 	}
 }
 
-// Keep-alives that the SDK swallows still show the provider is there.
+// Keep-alives (ping events) show that the provider is still there.
 func TestKeepAlivesHoldOffIdleTimeout(t *testing.T) {
 	t.Parallel()
 	c, srv := setup(t, func(c *anthropic.Config) { c.Timeout = 300 * time.Millisecond })

@@ -19,18 +19,43 @@ type Reply struct {
 	errMessage string
 	header     http.Header
 
-	delay time.Duration
-	halt  halt
-	pause pause
-	chunk int
+	delay   time.Duration
+	halt    halt
+	pause   pause
+	chunk   int
+	framing Framing
 }
 
 type block struct {
-	tool  bool
-	text  string // text block
-	id    string // tool_use
-	name  string
-	input string
+	tool     bool
+	thinking bool   // a thinking block: text is the thinking
+	text     string // text block
+	id       string // tool_use
+	name     string
+	input    string
+}
+
+// Framing changes how the events of a stream are written, not what they
+// say: all of it is valid server-sent events that a client must read the
+// same way.
+type Framing struct {
+	// LineEnding ends every line: "\n" when empty; "\r\n" and "\r" are
+	// valid too.
+	LineEnding string
+	// Pieces writes the stream in writes of these many bytes, taken in
+	// turn and flushed one by one, so that lines and events arrive split
+	// anywhere ([]int{1}: byte by byte). Empty: one write per event.
+	Pieces []int
+	// Noise puts between the events what a client must skip: comment
+	// lines, pings, events of types the API may add later, an event with
+	// no data, and id, retry and unknown fields.
+	Noise bool
+	// MultiLine spreads each event's JSON over several data lines, which
+	// the client must join with "\n".
+	MultiLine bool
+	// NoSpace writes "data:{…}", without the optional space after the
+	// colon.
+	NoSpace bool
 }
 
 // pause holds the stream for d once `after` deltas have been sent.
@@ -77,6 +102,17 @@ func (r Reply) AndToolUse(id, name, input string) Reply {
 	r.blocks = append(slices.Clip(r.blocks), block{tool: true, id: id, name: name, input: input})
 	return r
 }
+
+// AndThinking adds a thinking block, streamed as thinking_delta pieces and
+// a signature_delta, as the API does when extended thinking is on. latch
+// does not ask for thinking; a client must skip the block.
+func (r Reply) AndThinking(s string) Reply {
+	r.blocks = append(slices.Clip(r.blocks), block{thinking: true, text: s})
+	return r
+}
+
+// Framed sets how the stream is written; see Framing.
+func (r Reply) Framed(f Framing) Reply { r.framing = f; return r }
 
 // StopReason overrides the stop_reason ("tool_use" when the turn calls a
 // tool, else "end_turn").

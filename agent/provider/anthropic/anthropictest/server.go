@@ -1,17 +1,19 @@
 // Package anthropictest is a fake of Anthropic's Messages API that speaks
 // real HTTP and server-sent events on loopback, so tests drive latch's
-// anthropic adapter — and the official SDK under it — the way
-// api.anthropic.com would.
+// anthropic client the way api.anthropic.com would.
 //
-// Each request takes the next scripted Reply: a model turn streamed as the
-// API streams it (message_start, content_block_start/delta/stop with
-// text_delta and input_json_delta split into pieces, a ping, message_delta
-// with stop_reason and usage, message_stop), or an HTTP error in the API's
-// error shape. Replies can be slowed, stalled, cut or broken by an error
-// event part-way. The fake checks the credential (x-api-key or
-// Authorization: Bearer), the anthropic-version header and, like the API,
-// that every tool_result answers a tool_use of the previous message; it
-// records every request it receives.
+// Each request to POST /v1/messages takes the next scripted Reply: a model
+// turn streamed as the API streams it (message_start,
+// content_block_start/delta/stop with text_delta, input_json_delta and
+// thinking_delta split into pieces, a ping, message_delta with stop_reason
+// and usage, message_stop), or an HTTP error in the API's error shape.
+// Replies can be slowed, stalled, cut or broken by an error event
+// part-way, and written with every framing the event-stream format allows
+// (see Framing). The fake also serves the Models API (GET /v1/models and
+// /v1/models/{id}) for the models set with Models. It checks the
+// credential (x-api-key or Authorization: Bearer), the anthropic-version
+// header and, like the API, that every tool_result answers a tool_use of
+// the previous message; it records every request it receives.
 package anthropictest
 
 import (
@@ -21,6 +23,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -37,11 +40,12 @@ type Server struct {
 	done      chan struct{}
 	closeOnce sync.Once
 
-	mu       sync.Mutex
-	script   []Reply
-	requests []Request
-	models   map[string]bool
-	nextID   int
+	mu        sync.Mutex
+	script    []Reply
+	requests  []Request
+	models    map[string]bool // nil: every model is known
+	modelList []string
+	nextID    int
 }
 
 // New starts a fake on 127.0.0.1 that accepts apiKey.
@@ -85,12 +89,15 @@ func (s *Server) Pending() int {
 	return len(s.script)
 }
 
-// Models limits the models the fake knows; a request for another gets 404
-// not_found_error, as from the API. With no call, every model is known.
+// Models limits the models the fake knows: a request for another, to the
+// Messages or the Models API, gets 404 not_found_error, as from the API.
+// GET /v1/models lists them in the order given (the API lists the newest
+// first). With no call, every model is known and the list is empty.
 func (s *Server) Models(names ...string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.models = map[string]bool{}
+	s.modelList = slices.Clone(names)
 	for _, n := range names {
 		s.models[n] = true
 	}
@@ -116,7 +123,8 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	perr := json.Unmarshal(body, &req.Params)
 	reqID := s.record(req)
 
-	if r.Method != http.MethodPost || r.URL.Path != "/v1/messages" {
+	models := r.Method == http.MethodGet && (r.URL.Path == "/v1/models" || strings.HasPrefix(r.URL.Path, "/v1/models/"))
+	if !models && (r.Method != http.MethodPost || r.URL.Path != "/v1/messages") {
 		writeError(w, reqID, &apiError{status: http.StatusNotFound, typ: "not_found_error", msg: "Not Found"})
 		return
 	}
@@ -126,6 +134,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	if r.Header.Get("Anthropic-Version") == "" {
 		writeError(w, reqID, invalid("anthropic-version: header is required"))
+		return
+	}
+	if models {
+		s.serveModels(w, r, reqID)
 		return
 	}
 	if perr != nil {

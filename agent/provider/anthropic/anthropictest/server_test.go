@@ -3,6 +3,7 @@ package anthropictest_test
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -39,25 +40,40 @@ type sse struct {
 	data map[string]any
 }
 
+// readEvents takes a stream with LF line ends apart as the event-stream
+// format says: optional space after the colon, comments, data lines joined
+// with "\n", a blank line dispatching an event that has data.
 func readEvents(t *testing.T, r io.Reader) []sse {
 	t.Helper()
 	var out []sse
-	var name string
+	var name, data string
 	sc := bufio.NewScanner(r)
 	for sc.Scan() {
 		line := sc.Text()
-		switch {
-		case strings.HasPrefix(line, "event: "):
-			name = strings.TrimPrefix(line, "event: ")
-		case strings.HasPrefix(line, "data: "):
-			var d map[string]any
-			if err := json.Unmarshal([]byte(strings.TrimPrefix(line, "data: ")), &d); err != nil {
-				t.Fatalf("event %s: bad JSON: %v", name, err)
+		if line == "" {
+			if data != "" {
+				var d map[string]any
+				if err := json.Unmarshal([]byte(strings.TrimSuffix(data, "\n")), &d); err != nil {
+					t.Fatalf("event %s: bad JSON: %v", name, err)
+				}
+				if name == "" {
+					name, _ = d["type"].(string)
+				}
+				if d["type"] != name {
+					t.Errorf("event %s carries type %v", name, d["type"])
+				}
+				out = append(out, sse{name, d})
 			}
-			if d["type"] != name {
-				t.Errorf("event %s carries type %v", name, d["type"])
-			}
-			out = append(out, sse{name, d})
+			name, data = "", ""
+			continue
+		}
+		field, value, _ := strings.Cut(line, ":")
+		value = strings.TrimPrefix(value, " ")
+		switch field {
+		case "event":
+			name = value
+		case "data":
+			data += value + "\n"
 		}
 	}
 	return out
@@ -158,5 +174,107 @@ func TestRateLimitedHeader(t *testing.T) {
 	resp := post(t, srv, hello, nil)
 	if resp.StatusCode != 429 || resp.Header.Get("Retry-After") != "2" {
 		t.Errorf("got %d Retry-After %q, want 429 and 2", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+}
+
+func get(t *testing.T, srv *anthropictest.Server, path string, header map[string]string) (int, map[string]any) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, srv.URL()+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Anthropic-Version", "2023-06-01")
+	req.Header.Set("X-Api-Key", key)
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var body map[string]any
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, body
+}
+
+func TestModelsAPI(t *testing.T) {
+	t.Parallel()
+	srv := anthropictest.New(key)
+	defer srv.Close()
+	srv.Models("claude-sonnet-4-5", "claude-opus-4-1", "claude-3-5-haiku")
+
+	status, m := get(t, srv, "/v1/models/claude-sonnet-4-5", nil)
+	if status != 200 || m["type"] != "model" || m["id"] != "claude-sonnet-4-5" || m["display_name"] != "Claude Sonnet 4.5" || m["created_at"] == nil {
+		t.Errorf("GET model = %d %v", status, m)
+	}
+	status, m = get(t, srv, "/v1/models/claude-nope", nil)
+	if e, _ := m["error"].(map[string]any); status != 404 || e["type"] != "not_found_error" {
+		t.Errorf("GET unknown model = %d %v, want 404 not_found_error", status, m)
+	}
+	status, _ = get(t, srv, "/v1/models", map[string]string{"X-Api-Key": "nope"})
+	if status != 401 {
+		t.Errorf("GET models with a wrong key = %d, want 401", status)
+	}
+
+	var pages []string
+	after := ""
+	for range 3 {
+		path := "/v1/models?limit=2"
+		if after != "" {
+			path += "&after_id=" + after
+		}
+		status, page := get(t, srv, path, nil)
+		if status != 200 {
+			t.Fatalf("GET %s = %d %v", path, status, page)
+		}
+		var ids []string
+		for _, d := range page["data"].([]any) {
+			ids = append(ids, d.(map[string]any)["id"].(string))
+		}
+		pages = append(pages, fmt.Sprintf("%v more=%v first=%v last=%v", ids, page["has_more"], page["first_id"], page["last_id"]))
+		if page["has_more"] != true {
+			break
+		}
+		after = page["last_id"].(string)
+	}
+	want := []string{
+		"[claude-sonnet-4-5 claude-opus-4-1] more=true first=claude-sonnet-4-5 last=claude-opus-4-1",
+		"[claude-3-5-haiku] more=false first=claude-3-5-haiku last=claude-3-5-haiku",
+	}
+	if strings.Join(pages, "\n") != strings.Join(want, "\n") {
+		t.Errorf("pages:\n%s\nwant:\n%s", strings.Join(pages, "\n"), strings.Join(want, "\n"))
+	}
+
+	srv.Models()
+	status, page := get(t, srv, "/v1/models", nil)
+	if status != 200 || len(page["data"].([]any)) != 0 || page["first_id"] != nil || page["has_more"] != false {
+		t.Errorf("empty list = %d %v, want no data and null ids", status, page)
+	}
+}
+
+// Every Framing is still an event stream a standard reader takes apart the
+// same way.
+func TestFramingKeepsEvents(t *testing.T) {
+	t.Parallel()
+	srv := anthropictest.New(key)
+	defer srv.Close()
+	reply := anthropictest.Text("Hello world").AndThinking("hm").AndToolUse("toolu_1", "bash", `{"command":"ls"}`)
+	srv.Script(reply, reply.Framed(anthropictest.Framing{Pieces: []int{1, 7}, MultiLine: true, Noise: true, NoSpace: true}))
+	var got []string
+	for range 2 {
+		resp := post(t, srv, hello, nil)
+		var names []string
+		for _, e := range readEvents(t, resp.Body) {
+			if e.name != "ping" && e.name != "future_event" {
+				names = append(names, e.name)
+			}
+		}
+		got = append(got, strings.Join(names, " "))
+	}
+	if got[0] != got[1] || !strings.HasSuffix(got[1], "message_delta message_stop") {
+		t.Errorf("framed events:\n%s\nwant as plain:\n%s", got[1], got[0])
 	}
 }

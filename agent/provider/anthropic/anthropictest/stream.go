@@ -1,8 +1,8 @@
 package anthropictest
 
 import (
+	"cmp"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -42,26 +42,35 @@ func events(reply Reply, req Request, msgID string) []event {
 
 	stop := "end_turn"
 	for i, b := range reply.blocks {
-		if !b.tool {
-			add("content_block_start", map[string]any{"type": "content_block_start", "index": i,
-				"content_block": map[string]any{"type": "text", "text": ""}})
-			if i == 0 {
-				add("ping", map[string]any{"type": "ping"})
-			}
-			for _, piece := range split(b.text, chunk) {
-				addDelta(i, map[string]any{"type": "text_delta", "text": piece})
-			}
-		} else {
+		var start map[string]any
+		switch {
+		case b.thinking:
+			start = map[string]any{"type": "thinking", "thinking": "", "signature": ""}
+		case b.tool:
 			stop = "tool_use"
-			add("content_block_start", map[string]any{"type": "content_block_start", "index": i,
-				"content_block": map[string]any{"type": "tool_use", "id": b.id, "name": b.name, "input": map[string]any{}}})
-			if i == 0 {
-				add("ping", map[string]any{"type": "ping"})
+			start = map[string]any{"type": "tool_use", "id": b.id, "name": b.name, "input": map[string]any{}}
+		default:
+			start = map[string]any{"type": "text", "text": ""}
+		}
+		add("content_block_start", map[string]any{"type": "content_block_start", "index": i, "content_block": start})
+		if i == 0 {
+			add("ping", map[string]any{"type": "ping"})
+		}
+		switch {
+		case b.thinking:
+			for _, piece := range split(b.text, chunk) {
+				addDelta(i, map[string]any{"type": "thinking_delta", "thinking": piece})
 			}
+			addDelta(i, map[string]any{"type": "signature_delta", "signature": "EqQBCgIYAhIM1gbcDa9GJwZA2b3hGgxBdjrkzLoky3dl1pkiMOYds"})
+		case b.tool:
 			// The API opens every tool input with an empty piece.
 			addDelta(i, map[string]any{"type": "input_json_delta", "partial_json": ""})
 			for _, piece := range split(b.input, 2*chunk) {
 				addDelta(i, map[string]any{"type": "input_json_delta", "partial_json": piece})
+			}
+		default:
+			for _, piece := range split(b.text, chunk) {
+				addDelta(i, map[string]any{"type": "text_delta", "text": piece})
 			}
 		}
 		add("content_block_stop", map[string]any{"type": "content_block_stop", "index": i})
@@ -108,26 +117,22 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, reqID string, re
 	h.Set("Cache-Control", "no-cache")
 	h.Set("Request-Id", reqID)
 	w.WriteHeader(http.StatusOK)
-	rc := http.NewResponseController(w)
-	_ = rc.Flush()
+	out := &framer{w: w, rc: http.NewResponseController(w), f: reply.framing}
+	_ = out.rc.Flush()
 
 	deltas := 0
 	for i, ev := range evs {
 		if i > 0 && reply.halt.mode != haltNone && deltas == reply.halt.after {
-			s.halt(w, r, reply.halt)
+			s.halt(out, r, reply.halt)
 			return
 		}
 		if i > 0 && reply.pause.on && deltas == reply.pause.after {
 			reply.pause.on = false
-			if !s.keepAlive(w, r, reply.pause.d) {
+			if !s.keepAlive(out, r, reply.pause.d) {
 				return
 			}
 		}
-		data, _ := json.Marshal(ev.data)
-		if _, err := fmt.Fprintf(w, "event: %s\ndata: %s\n\n", ev.name, data); err != nil {
-			return
-		}
-		if err := rc.Flush(); err != nil {
+		if out.event(ev.name, ev.data) != nil {
 			return
 		}
 		if ev.delta {
@@ -136,20 +141,80 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, reqID string, re
 	}
 }
 
-// keepAlive waits d, sending a keep-alive every 100ms; it reports whether
-// the client is still there.
-func (s *Server) keepAlive(w http.ResponseWriter, r *http.Request, d time.Duration) bool {
+// framer writes events as Framing says.
+type framer struct {
+	w     io.Writer
+	rc    *http.ResponseController
+	f     Framing
+	piece int // the next of f.Pieces
+}
+
+// event writes one event (after the noise, if any) and flushes it.
+func (o *framer) event(name string, data any) error {
+	var js []byte
+	if o.f.MultiLine {
+		js, _ = json.MarshalIndent(data, "", "  ")
+	} else {
+		js, _ = json.Marshal(data)
+	}
+	nl := cmp.Or(o.f.LineEnding, "\n")
+	sep := ": "
+	if o.f.NoSpace {
+		sep = ":"
+	}
+	var b strings.Builder
+	if o.f.Noise {
+		for _, line := range []string{
+			": a comment, as proxies send to keep a connection open", "",
+			"event: ping", "data" + sep + `{"type": "ping"}`, "",
+			"event: future_event", "data" + sep + `{"type":"future_event","index":"not a number","delta":[1,2]}`, "",
+			"data" + sep + `{"type":"ping"}`, "", // no event name
+			"event: message_stop", "", // no data: not dispatched
+			"id: 7", "retry: 3000", "x-unknown-field: yes",
+		} {
+			b.WriteString(line + nl)
+		}
+	}
+	b.WriteString("event" + sep + name + nl)
+	for line := range strings.SplitSeq(string(js), "\n") {
+		b.WriteString("data" + sep + line + nl)
+	}
+	b.WriteString(nl)
+	return o.write(b.String())
+}
+
+// write sends s in the pieces Framing asks for, flushing each.
+func (o *framer) write(s string) error {
+	for len(s) > 0 {
+		n := len(s)
+		if len(o.f.Pieces) > 0 {
+			n = min(n, max(o.f.Pieces[o.piece%len(o.f.Pieces)], 1))
+			o.piece++
+		}
+		if _, err := io.WriteString(o.w, s[:n]); err != nil {
+			return err
+		}
+		if err := o.rc.Flush(); err != nil {
+			return err
+		}
+		s = s[n:]
+	}
+	return nil
+}
+
+// keepAlive waits d, sending a ping event, as the API does while a model
+// is slow, every 100ms; it reports whether the client is still there.
+func (s *Server) keepAlive(out *framer, r *http.Request, d time.Duration) bool {
 	end := time.NewTimer(d)
 	defer end.Stop()
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
-	rc := http.NewResponseController(w)
 	for {
 		select {
 		case <-end.C:
 			return true
 		case <-tick.C:
-			if _, err := io.WriteString(w, "event: ping\ndata: {\"type\": \"ping\"}\n\n"); err != nil || rc.Flush() != nil {
+			if out.event("ping", map[string]any{"type": "ping"}) != nil {
 				return false
 			}
 		case <-r.Context().Done():
@@ -160,7 +225,7 @@ func (s *Server) keepAlive(w http.ResponseWriter, r *http.Request, d time.Durati
 	}
 }
 
-func (s *Server) halt(w http.ResponseWriter, r *http.Request, h halt) {
+func (s *Server) halt(out *framer, r *http.Request, h halt) {
 	switch h.mode {
 	case haltCut:
 		// Abort: the server closes the connection without ending the
@@ -172,9 +237,8 @@ func (s *Server) halt(w http.ResponseWriter, r *http.Request, h halt) {
 		case <-s.done:
 		}
 	case haltError:
-		data := errorBody(h.typ, h.msg, "")
-		_, _ = fmt.Fprintf(w, "event: error\ndata: %s\n\n", data)
-		_ = http.NewResponseController(w).Flush()
+		_ = out.event("error", map[string]any{"type": "error",
+			"error": map[string]string{"type": h.typ, "message": h.msg}})
 	case haltEnd:
 	}
 }
