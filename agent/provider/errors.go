@@ -31,8 +31,8 @@ var (
 
 // Error is a failed call to a provider. Its fields never hold the API key:
 // the adapters scrub every text the provider or the network sent back
-// before it gets here, and no underlying SDK error is kept (an SDK error can
-// carry the request with its credential headers).
+// before it gets here, and no underlying client-library error is kept (such an
+// error can carry the request with its credential headers).
 type Error struct {
 	Kind     error  // ErrAuth, ErrModel, ErrRateLimited, ErrUnavailable or ErrRequest
 	Provider string // the adapter's Name()
@@ -146,8 +146,8 @@ func describeModel(e *Error) string {
 		return "No model is configured. Set [agent] model."
 	}
 	if e.Status == 0 && e.Message != "" {
-		// Refused before sending: the SDK knows this model cannot be used
-		// this way.
+		// Refused before sending: the client library knows this model
+		// cannot be used this way.
 		return fmt.Sprintf("The model %q cannot be used here: %s", e.Model, sentence(e.Message))
 	}
 	return fmt.Sprintf("The model provider does not offer the model %q%s. Check [agent] model and base_url.", e.Model, status(e))

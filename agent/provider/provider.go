@@ -3,9 +3,10 @@
 // back streamed, and every failure is sorted into a few kinds that the agent
 // can explain to the chat in one sentence (see Describe).
 //
-// The adapters live beside it, one per wire protocol, each built on that
-// protocol's SDK: anthropic (the Messages API) and openai (Chat Completions,
-// which also covers Ollama, vLLM, llama.cpp and OpenRouter). Each has a
+// The adapters live beside it, one per wire protocol: anthropic (the
+// Messages API, a small client of our own over net/http) and openai (Chat
+// Completions on go-openai, which also covers Ollama, vLLM, llama.cpp and
+// OpenRouter). Each has a
 // …test package with a loopback fake that speaks the real protocol.
 package provider
 

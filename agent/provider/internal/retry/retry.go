@@ -6,9 +6,10 @@
 // caller would see that text twice; and it abandons an attempt that goes
 // quiet for too long.
 //
-// The SDKs' own retry loops are switched off: they would retry a stream
-// that breaks after text was delivered, could honour any Retry-After
-// however long, and differ between SDKs.
+// The clients' own retry loops are switched off (go-openai's; the anthropic
+// client has none): they would retry a stream that breaks after text was
+// delivered, could honour any Retry-After however long, and differ between
+// clients.
 package retry
 
 import (
@@ -197,7 +198,7 @@ type kickKey struct{}
 // HTTPClient returns a copy of hc (nil: http.DefaultClient) whose
 // responses count as signs of life for the attempt that made them: the
 // response, and every read of its body that returns data, reset the
-// attempt's idle timer. The SDKs swallow the keep-alives a provider sends
+// attempt's idle timer. The clients swallow the keep-alives a provider sends
 // while a model is slow (Anthropic's ping events, OpenRouter's comment
 // lines), so only the bytes show that the provider is still there.
 func HTTPClient(hc *http.Client) *http.Client {
