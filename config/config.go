@@ -79,6 +79,15 @@ type TelegramConfig struct {
 	APIURL      string // Bot API server, without a trailing slash
 	AllowGroups bool   // a group chat may be latched, not only a private chat
 	Verbosity   string // tool progress in the chat: quiet, normal (default) or verbose
+	// WebhookURL, if set, makes Telegram deliver updates to this HTTPS URL
+	// instead of latch polling; WebhookListen is the host:port latch serves
+	// it on (behind a TLS-terminating proxy) and WebhookSecret the
+	// secret_token Telegram sends with every delivery. The secret is as
+	// sensitive as the token: it lets anyone post updates as if from the
+	// latched chat.
+	WebhookURL    string
+	WebhookListen string
+	WebhookSecret string `json:"-"` // never serialised; see String and LogValue
 }
 
 // Enabled reports whether a token is set, i.e. whether the Telegram gateway
@@ -88,8 +97,10 @@ func (t TelegramConfig) Enabled() bool { return t.Token != "" }
 // String describes t without the token, so that printing a config with %v or
 // %+v cannot leak it.
 func (t TelegramConfig) String() string {
-	return fmt.Sprintf("{Token:%s TokenFile:%q TokenSource:%q APIURL:%q AllowGroups:%t Verbosity:%q}",
-		redactedToken(t.Token), t.TokenFile, t.TokenSource, t.APIURL, t.AllowGroups, t.Verbosity)
+	return fmt.Sprintf("{Token:%s TokenFile:%q TokenSource:%q APIURL:%q AllowGroups:%t Verbosity:%q "+
+		"WebhookURL:%q WebhookListen:%q WebhookSecret:%s}",
+		redactedToken(t.Token), t.TokenFile, t.TokenSource, t.APIURL, t.AllowGroups, t.Verbosity,
+		t.WebhookURL, t.WebhookListen, redactedToken(t.WebhookSecret))
 }
 
 // GoString is String for %#v.
@@ -103,6 +114,9 @@ func (t TelegramConfig) LogValue() slog.Value {
 		slog.String("token_file", t.TokenFile),
 		slog.String("api_url", t.APIURL),
 		slog.Bool("allow_groups", t.AllowGroups),
+		slog.String("webhook_url", t.WebhookURL),
+		slog.String("webhook_listen", t.WebhookListen),
+		slog.String("webhook_secret", redactedToken(t.WebhookSecret)),
 	)
 }
 

@@ -120,7 +120,7 @@ type loadCase struct {
 func testDefaults(h string) Config {
 	return Config{
 		Home: h, Path: filepath.Join(h, "config.toml"),
-		Telegram: TelegramConfig{APIURL: "https://api.telegram.org", Verbosity: "normal"},
+		Telegram: TelegramConfig{APIURL: "https://api.telegram.org", Verbosity: "normal", WebhookListen: "127.0.0.1:8443"},
 		Discord:  DiscordConfig{APIURL: "https://discord.com"},
 		Agent: AgentConfig{
 			Workspace: filepath.Join(h, "workspace"), BashTimeout: time.Minute,
@@ -135,7 +135,7 @@ func testDefaults(h string) Config {
 }
 
 // secretParts are substrings of the test secrets that no error may contain.
-var secretParts = []string{testToken[10:], testAnthropicKey[14:], testOpenAIKey[9:]}
+var secretParts = []string{testToken[10:], testAnthropicKey[14:], testOpenAIKey[9:], testWebhookSecret[4:]}
 
 func runLoadTests(t *testing.T, tests []loadCase) {
 	t.Helper()

@@ -24,7 +24,8 @@ var template []byte
 //     directory the user made is theirs, so Init reports a loose mode with the
 //     chmod that fixes it instead of changing it. A directory Init creates is
 //     set to exactly 0700 whatever the umask.
-//   - config.toml, mode 0600: a commented template, so defaults apply.
+//   - config.toml, mode 0600: a commented template, so defaults apply, with
+//     a random telegram.webhook_secret (used only if webhook_url is set).
 //   - secret, mode 0600: 32 random bytes, the HMAC key for pairing codes.
 //   - workspace, mode 0700: the default agent workspace.
 //
@@ -55,7 +56,7 @@ func Init(home string) (created []string, err error) {
 		name string
 		data []byte
 	}{
-		{ConfigFile, template},
+		{ConfigFile, renderTemplate()},
 		{SecretFile, key},
 	}
 	for _, s := range steps {

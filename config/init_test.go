@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"testing"
 )
@@ -28,16 +29,20 @@ func TestInitFresh(t *testing.T) {
 	if err := CheckHome(home); err != nil {
 		t.Errorf("CheckHome after Init: %v", err)
 	}
-	if cfg, err := os.ReadFile(want[1]); err != nil || !bytes.Equal(cfg, template) {
-		t.Errorf("config.toml is not the template (err %v)", err)
+	// The template, with a random webhook secret in place of its comment.
+	cfgText, err := os.ReadFile(want[1])
+	secretLine := regexp.MustCompile(`(?m)^webhook_secret = "([A-Za-z0-9_-]{43})"\n`)
+	m := secretLine.FindSubmatch(cfgText)
+	if err != nil || m == nil || !bytes.Equal(secretLine.ReplaceAll(cfgText, []byte(`# webhook_secret = ""`+"\n")), template) {
+		t.Errorf("config.toml is not the template with a webhook secret (err %v):\n%s", err, cfgText)
 	}
 	if _, err := LoadSecret(home); err != nil {
 		t.Errorf("LoadSecret after Init: %v", err)
 	}
 	cfg, err := testLoader(t, nil).Load(home)
 	checkErr(t, err, nil)
-	if cfg.Agent.Workspace != want[3] || cfg.Telegram.Enabled() {
-		t.Errorf("Load after Init = %+v, want the defaults", cfg)
+	if cfg.Agent.Workspace != want[3] || cfg.Telegram.Enabled() || m == nil || cfg.Telegram.WebhookSecret != string(m[1]) {
+		t.Errorf("Load after Init = %+v, want the defaults and the written webhook secret", cfg)
 	}
 }
 

@@ -58,7 +58,7 @@ func (l Loader) load(home string, secrets *[]string) (*Config, error) {
 	cfg := &Config{
 		Home:     home,
 		Path:     filepath.Join(home, ConfigFile),
-		Telegram: TelegramConfig{APIURL: DefaultTelegramAPIURL, Verbosity: "normal"},
+		Telegram: TelegramConfig{APIURL: DefaultTelegramAPIURL, Verbosity: "normal", WebhookListen: DefaultTelegramWebhookListen},
 		Discord:  DiscordConfig{APIURL: DefaultDiscordAPIURL},
 		Agent:    defaultAgent(home),
 	}
@@ -107,7 +107,7 @@ func readConfigFile(path string, secrets *[]string) (*fileConfig, error) {
 	// Whatever part of a secret was decoded must not show up in an error.
 	*secrets = append(*secrets, fc.Telegram.Token, strings.TrimSpace(fc.Telegram.Token),
 		fc.Agent.APIKey, strings.TrimSpace(fc.Agent.APIKey),
-		fc.Discord.Token, strings.TrimSpace(fc.Discord.Token))
+		fc.Discord.Token, strings.TrimSpace(fc.Discord.Token), fc.Telegram.WebhookSecret)
 	var pe toml.ParseError
 	if errors.As(err, &pe) {
 		return nil, syntaxError(path, pe)
@@ -142,6 +142,9 @@ func secretsHeld(md toml.MetaData, fc *fileConfig) []string {
 	}
 	if md.IsDefined("discord", "token") || fc.Discord.Token != "" {
 		held = append(held, "discord.token")
+	}
+	if md.IsDefined("telegram", "webhook_secret") || fc.Telegram.WebhookSecret != "" {
+		held = append(held, "telegram.webhook_secret")
 	}
 	return held
 }
@@ -183,6 +186,7 @@ func (l Loader) applyFile(cfg *Config, fc *fileConfig) []error {
 	default:
 		bad("telegram.verbosity", "must be quiet, normal or verbose")
 	}
+	applyTelegramWebhook(cfg, t, bad)
 
 	a := fc.Agent
 	if a.Workspace != "" {

@@ -30,7 +30,7 @@ bash_timeout = "5m"
 `},
 			want: func(c *Config) {
 				c.Telegram = TelegramConfig{Token: testToken, TokenSource: SourceConfig,
-					APIURL: "http://127.0.0.1:8081", AllowGroups: true, Verbosity: "normal"}
+					APIURL: "http://127.0.0.1:8081", AllowGroups: true, Verbosity: "normal", WebhookListen: "127.0.0.1:8443"}
 				c.Agent.Workspace, c.Agent.BashTimeout = "/srv/work", 5*time.Minute
 			},
 		},

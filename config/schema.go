@@ -27,6 +27,10 @@ type fileTelegram struct {
 	APIURL      string `toml:"api_url"`
 	AllowGroups bool   `toml:"allow_groups"`
 	Verbosity   string `toml:"verbosity"`
+	// Webhook mode (see applyTelegramWebhook).
+	WebhookURL    string `toml:"webhook_url"`
+	WebhookListen string `toml:"webhook_listen"`
+	WebhookSecret string `toml:"webhook_secret"`
 }
 
 type fileAgent struct {
@@ -61,6 +65,9 @@ var schemaKeys = []string{
 	"telegram.api_url",
 	"telegram.allow_groups",
 	"telegram.verbosity",
+	"telegram.webhook_url",
+	"telegram.webhook_listen",
+	"telegram.webhook_secret",
 	"discord",
 	"discord.token",
 	"discord.token_file",

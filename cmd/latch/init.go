@@ -14,7 +14,9 @@ func newInitCmd() *cobra.Command {
 		Use:   "init",
 		Short: "Create $LATCH_HOME with a commented config.toml and the pairing key",
 		Long: "init creates $LATCH_HOME (default ~/.latch, mode 0700), a commented config.toml\n" +
-			"(0600), the HMAC key file `secret` (0600) and the workspace. It never overwrites.",
+			"(0600) with a random Telegram webhook secret, the HMAC key file `secret` (0600) and the\n" +
+			"workspace. It never overwrites; the one thing it adds to an existing config.toml is a\n" +
+			"random [telegram] webhook_secret when webhook_url is set without one.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			home, err := config.HomeDir()
@@ -26,14 +28,22 @@ func newInitCmd() *cobra.Command {
 				return err
 			}
 			out := cmd.OutOrStdout()
-			if len(created) == 0 {
-				fmt.Fprintf(out, "%s is already set up; nothing changed.\n", home)
-			}
 			for _, p := range created {
 				fmt.Fprintln(out, "created", p)
 			}
+			cfgPath := filepath.Join(home, config.ConfigFile)
+			added, err := config.EnsureWebhookSecret(home)
+			if err != nil {
+				return fmt.Errorf("webhook secret: %w", err)
+			}
+			if len(created) == 0 && !added {
+				fmt.Fprintf(out, "%s is already set up; nothing changed.\n", home)
+			}
+			if added {
+				fmt.Fprintf(out, "added a random [telegram] webhook_secret to %s (webhook_url is set)\n", cfgPath)
+			}
 			fmt.Fprintf(out, "\nNext: put your bot token in %s ([telegram] token) or LATCH_TELEGRAM_TOKEN,\n"+
-				"then `latch run`, then `latch pair telegram`.\n", filepath.Join(home, config.ConfigFile))
+				"then `latch run`, then `latch pair telegram`.\n", cfgPath)
 			return nil
 		},
 	}

@@ -16,6 +16,10 @@ import (
 	"github.com/latchd/latch/gateways"
 )
 
+// allowedUpdates are the update types latch asks for, by polling and by
+// webhook alike: translate handles no others.
+func allowedUpdates() []string { return []string{"message", "callback_query"} }
+
 const (
 	maxBatch = 100
 	// minEmptyPoll is the least time between two polls that brought
@@ -23,13 +27,18 @@ const (
 	minEmptyPoll = time.Second
 )
 
-// Run long-polls getUpdates until ctx ends. Each batch goes to sink.Ingest
-// with the next offset as cursor; only once Ingest succeeds does the next
-// poll confirm the batch to Telegram. Run returns nil when ctx ends and
-// ErrUnauthorized if the token stops working; everything else is retried.
+// Run receives updates until ctx ends: by webhook when one is configured
+// (see runWebhook), otherwise by long polling getUpdates. Each batch goes
+// to sink.Ingest with the next offset as cursor; only once Ingest succeeds
+// does the next poll confirm the batch to Telegram. Run returns nil when
+// ctx ends and ErrUnauthorized if the token stops working; everything else
+// is retried.
 func (g *Gateway) Run(ctx context.Context, sink gateways.Sink) error {
 	if _, err := g.bot(ctx); err != nil {
 		return err
+	}
+	if g.webhookMode() {
+		return g.runWebhook(ctx, sink)
 	}
 	p := &poller{g: g, sink: sink, backoff: g.newBackoff()}
 	if !p.loadCursor(ctx) {
@@ -82,6 +91,8 @@ func (p *poller) parseCursor(c string) int {
 	if c == "" {
 		return 0
 	}
+	// A cursor left by webhook mode has a list after its offset (see seen).
+	c, _, _ = strings.Cut(c, ";")
 	n, err := strconv.Atoi(c)
 	if err != nil || n <= 0 {
 		// A non-positive offset would make Telegram drop updates; starting
@@ -119,7 +130,7 @@ func (p *poller) fetch(ctx context.Context) ([]json.RawMessage, error) {
 		Offset:         p.offset,
 		Limit:          limit,
 		Timeout:        int((p.g.cfg.PollTimeout + time.Second - 1) / time.Second),
-		AllowedUpdates: []string{"message", "callback_query"},
+		AllowedUpdates: allowedUpdates(),
 	})
 	if err != nil {
 		return nil, err

@@ -1,15 +1,17 @@
 // Package telegram is latch's adapter for the Telegram Bot API. It long-polls
-// getUpdates through go-telegram-bot-api, hands every batch to the gateway
-// sink before confirming it to Telegram, and renders replies within
-// Telegram's limits: plain replies (Send), agent turns streamed into edited
-// messages with tool lines and approval buttons (RenderTurn; Markdown to
-// HTML in tgmd), files in and out, and button presses. Everything posted
+// getUpdates through go-telegram-bot-api (or, with a webhook configured,
+// takes Telegram's webhook deliveries: see webhook.go), hands every update
+// to the gateway sink before confirming it to Telegram, and renders replies
+// within Telegram's limits: plain replies (Send), agent turns streamed into
+// edited messages with tool lines and approval buttons (RenderTurn; Markdown
+// to HTML in tgmd), files in and out, and button presses. Everything posted
 // into a chat is paced per chat and per bot (see post). It only translates;
 // policy lives in package gateways.
 //
 // The bot token is part of every request URL, so any error that mentions a
 // URL would leak it. Every error this package logs or returns passes through
-// scrub first, and the library's debug logging stays off.
+// scrub first (which removes the webhook secret too), and the library's
+// debug logging stays off.
 package telegram
 
 import (
@@ -77,6 +79,21 @@ type Config struct {
 	// Verbosity is how much of a turn's tool use the chat sees:
 	// VerbosityQuiet, VerbosityNormal (the default) or VerbosityVerbose.
 	Verbosity string
+
+	// WebhookURL, when set, switches from polling to webhook mode: the
+	// public HTTPS URL Telegram delivers updates to (plain HTTP only on
+	// loopback). Its path is the one the listener serves.
+	WebhookURL string
+	// WebhookListen is the host:port the plain-HTTP webhook listener binds
+	// (DefaultWebhookListen if empty); a reverse proxy terminates TLS.
+	WebhookListen string
+	// WebhookSecret is the secret_token Telegram sends with every
+	// delivery (1-256 characters of A-Z a-z 0-9 _ -). It is a secret:
+	// whoever knows it can post updates as if from the latched chat.
+	WebhookSecret string
+	// WebhookCheck is how often getWebhookInfo is asked (default
+	// DefaultWebhookCheck). Tests shorten it.
+	WebhookCheck time.Duration
 }
 
 // Verbosity levels ([telegram] verbosity).
@@ -108,6 +125,8 @@ type Gateway struct {
 	// approvals remembers the text of recent approval requests, so that
 	// AnswerCallback can append the outcome to it.
 	approvals approvalTexts
+	// hook is the webhook listener Start bound and Run will serve.
+	hook *webhook
 }
 
 var (
@@ -135,6 +154,13 @@ func New(cfg Config, log *slog.Logger) *Gateway {
 		cfg.MaxBackoff = time.Minute
 	}
 	cfg.MaxBackoff = max(cfg.MaxBackoff, cfg.MinBackoff)
+	cfg.WebhookURL = strings.TrimSpace(cfg.WebhookURL)
+	if cfg.WebhookListen = strings.TrimSpace(cfg.WebhookListen); cfg.WebhookListen == "" {
+		cfg.WebhookListen = DefaultWebhookListen
+	}
+	if cfg.WebhookCheck <= 0 {
+		cfg.WebhookCheck = DefaultWebhookCheck
+	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -186,10 +212,11 @@ func (g *Gateway) PairLink(code string) string {
 	return "https://t.me/" + name + "?start=" + url.QueryEscape(code)
 }
 
-// Start verifies the token with getMe, removes any webhook (keeping pending
-// updates) so that polling works, and registers the bot's commands. A
-// rejected token gives ErrUnauthorized; any other error is transient and
-// Start may be called again.
+// Start verifies the token with getMe and registers the bot's commands. For
+// polling it removes any webhook (keeping pending updates); in webhook mode
+// it binds the listener and sets the webhook. A rejected token gives
+// ErrUnauthorized; any other error is transient and Start may be called
+// again.
 func (g *Gateway) Start(ctx context.Context) error {
 	if g.cfg.Token == "" {
 		return errors.New("telegram: no bot token configured ([telegram] token)")
@@ -212,7 +239,12 @@ func (g *Gateway) Start(ctx context.Context) error {
 	g.setStatus(nil)
 	g.log.Info("connected to the Bot API", "bot", api.Self.UserName)
 
-	if _, err := g.request(ctx, tgbotapi.DeleteWebhookConfig{}); err != nil {
+	if g.webhookMode() {
+		if err := g.startWebhook(ctx); err != nil {
+			g.setStatus(err)
+			return err
+		}
+	} else if _, err := g.request(ctx, tgbotapi.DeleteWebhookConfig{}); err != nil {
 		g.log.Warn("deleteWebhook failed; polling may get 409 Conflict", "err", err)
 	}
 	if _, err := g.request(ctx, tgbotapi.NewSetMyCommands(commands()...)); err != nil {
@@ -331,5 +363,12 @@ func (g *Gateway) setRequestStatus(err error) {
 	g.setStatus(err)
 }
 
-// scrub removes the bot token from err.
-func (g *Gateway) scrub(err error) error { return scrub(err, g.cfg.Token) }
+// scrub removes the bot token and the webhook secret from err. A secret of
+// a few characters is not looked for: it would mangle every message.
+func (g *Gateway) scrub(err error) error {
+	err = scrub(err, g.cfg.Token)
+	if len(g.cfg.WebhookSecret) >= 8 {
+		err = scrub(err, g.cfg.WebhookSecret)
+	}
+	return err
+}

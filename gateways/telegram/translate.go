@@ -6,15 +6,24 @@ import (
 	"strings"
 	"time"
 	"unicode/utf16"
+	"unicode/utf8"
 
 	tgbotapi "github.com/go-telegram-bot-api/telegram-bot-api/v5"
 
 	"github.com/latchd/latch/gateways"
 )
 
-// maxInboundUnits is Telegram's own limit on a message text. A longer text
-// did not come from Telegram and is dropped rather than handed on.
-const maxInboundUnits = 4096
+// Bounds on what an update may carry into the store. Telegram's own limits
+// are lower (4096 characters of text, names of at most 64 and titles of 128
+// characters, file ids under 100 bytes); anything beyond these did not come
+// from Telegram and is dropped or clipped rather than handed on.
+const (
+	maxInboundUnits = 4096 // message text or caption, in UTF-16 units
+	maxNameBytes    = 512  // chat and user names (display only: clipped)
+	maxFileNameLen  = 255  // an attachment's file name (clipped)
+	maxIDBytes      = 256  // file and callback query ids (dropped if longer)
+	maxMIMEBytes    = 128  // an attachment's MIME type (dropped if longer)
+)
 
 // batch is one getUpdates answer, translated.
 type batch struct {
@@ -29,32 +38,55 @@ type batch struct {
 func (g *Gateway) translate(raws []json.RawMessage, offset int) batch {
 	b := batch{next: offset}
 	for _, raw := range raws {
-		var u tgbotapi.Update
-		if err := json.Unmarshal(raw, &u); err != nil {
-			var id struct {
-				UpdateID *int `json:"update_id"`
-			}
-			if json.Unmarshal(raw, &id) != nil || id.UpdateID == nil {
-				g.log.Warn("skipping an update without update_id", "err", err)
-				continue
-			}
-			u = tgbotapi.Update{UpdateID: *id.UpdateID}
-			g.log.Warn("skipping a malformed update", "update_id", u.UpdateID, "err", err)
+		u := g.decode(raw)
+		if !u.hasID {
+			continue
 		}
-		if offset > 0 && u.UpdateID < offset {
+		if offset > 0 && u.id < offset {
 			continue
 		}
 		b.count++
-		b.next = max(b.next, u.UpdateID+1)
-		m, ok := g.message(u)
-		if u.CallbackQuery != nil {
-			m, ok = g.callback(u)
-		}
-		if ok {
-			b.msgs = append(b.msgs, m)
+		b.next = max(b.next, u.id+1)
+		if u.ok {
+			b.msgs = append(b.msgs, u.msg)
 		}
 	}
 	return b
+}
+
+// update is one raw update, decoded.
+type update struct {
+	id    int  // update_id
+	hasID bool // false: not an update at all, nothing to confirm
+	msg   gateways.Message
+	ok    bool // msg is usable
+}
+
+// decode translates one raw update as getUpdates or a webhook delivers it.
+// An update that is malformed, or that carries nothing latch handles, keeps
+// its id (so it can be confirmed past) with ok false.
+func (g *Gateway) decode(raw []byte) update {
+	// The id is read on its own: an update without one cannot be confirmed
+	// or deduplicated, and the library would take a missing id for 0.
+	var id struct {
+		UpdateID *int `json:"update_id"`
+	}
+	if err := json.Unmarshal(raw, &id); err != nil || id.UpdateID == nil {
+		g.log.Warn("skipping an update without update_id", "err", err)
+		return update{}
+	}
+	out := update{id: *id.UpdateID, hasID: true}
+	var u tgbotapi.Update
+	if err := json.Unmarshal(raw, &u); err != nil {
+		g.log.Warn("skipping a malformed update", "update_id", out.id, "err", err)
+		return out
+	}
+	if u.CallbackQuery != nil {
+		out.msg, out.ok = g.callback(u)
+	} else {
+		out.msg, out.ok = g.message(u)
+	}
+	return out
 }
 
 // message translates an update carrying a usable message: text, a caption
@@ -107,7 +139,7 @@ func (g *Gateway) callback(u tgbotapi.Update) (gateways.Message, bool) {
 	q := u.CallbackQuery
 	log := g.log.With("update_id", u.UpdateID)
 	switch {
-	case q.ID == "" || q.From == nil:
+	case q.ID == "" || len(q.ID) > maxIDBytes || q.From == nil:
 		log.Debug("skipping a callback query without id or sender")
 		return gateways.Message{}, false
 	case q.Message == nil || q.Message.Chat == nil:
@@ -143,17 +175,27 @@ func (g *Gateway) callback(u tgbotapi.Update) (gateways.Message, bool) {
 // largest is kept.
 func attachments(m *tgbotapi.Message) []gateways.Attachment {
 	var out []gateways.Attachment
-	if d := m.Document; d != nil && d.FileID != "" {
-		out = append(out, gateways.Attachment{ID: d.FileID, Name: d.FileName, Size: int64(d.FileSize), Kind: "document", MIME: d.MimeType})
+	add := func(a gateways.Attachment) {
+		if a.ID == "" || len(a.ID) > maxIDBytes {
+			return
+		}
+		a.Name = clip(a.Name, maxFileNameLen)
+		if len(a.MIME) > maxMIMEBytes {
+			a.MIME = ""
+		}
+		out = append(out, a)
+	}
+	if d := m.Document; d != nil {
+		add(gateways.Attachment{ID: d.FileID, Name: d.FileName, Size: int64(d.FileSize), Kind: "document", MIME: d.MimeType})
 	}
 	if p, ok := largest(m.Photo); ok {
-		out = append(out, gateways.Attachment{ID: p.FileID, Size: int64(p.FileSize), Kind: "photo", MIME: "image/jpeg"})
+		add(gateways.Attachment{ID: p.FileID, Size: int64(p.FileSize), Kind: "photo", MIME: "image/jpeg"})
 	}
-	if v := m.Voice; v != nil && v.FileID != "" {
-		out = append(out, gateways.Attachment{ID: v.FileID, Size: int64(v.FileSize), Kind: "voice", MIME: v.MimeType})
+	if v := m.Voice; v != nil {
+		add(gateways.Attachment{ID: v.FileID, Size: int64(v.FileSize), Kind: "voice", MIME: v.MimeType})
 	}
-	if a := m.Audio; a != nil && a.FileID != "" {
-		out = append(out, gateways.Attachment{ID: a.FileID, Name: a.FileName, Size: int64(a.FileSize), Kind: "audio", MIME: a.MimeType})
+	if a := m.Audio; a != nil {
+		add(gateways.Attachment{ID: a.FileID, Name: a.FileName, Size: int64(a.FileSize), Kind: "audio", MIME: a.MimeType})
 	}
 	return out
 }
@@ -188,13 +230,13 @@ func chatType(t string) (gateways.ChatType, bool) {
 // chatName is the group's title, else the person's name, else @username.
 func chatName(c *tgbotapi.Chat) string {
 	if c.Title != "" {
-		return c.Title
+		return clip(c.Title, maxNameBytes)
 	}
 	if name := strings.TrimSpace(c.FirstName + " " + c.LastName); name != "" {
-		return name
+		return clip(name, maxNameBytes)
 	}
 	if c.UserName != "" {
-		return "@" + c.UserName
+		return clip("@"+c.UserName, maxNameBytes)
 	}
 	return ""
 }
@@ -202,9 +244,20 @@ func chatName(c *tgbotapi.Chat) string {
 // userName is the sender's @username (without "@"), else their full name.
 func userName(u *tgbotapi.User) string {
 	if u.UserName != "" {
-		return u.UserName
+		return clip(u.UserName, maxNameBytes)
 	}
-	return strings.TrimSpace(u.FirstName + " " + u.LastName)
+	return clip(strings.TrimSpace(u.FirstName+" "+u.LastName), maxNameBytes)
+}
+
+// clip shortens s to at most n bytes without splitting a character.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }
 
 // utf16Len is the length of s in UTF-16 code units, Telegram's measure.

@@ -326,27 +326,3 @@ func (s *Server) CallbackAnswered(queryID string) bool {
 	defer s.mu.Unlock()
 	return s.callbacks[queryID]
 }
-
-func (s *Server) deleteWebhook(_ context.Context, p params) (any, *apiError) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.webhook = ""
-	if p.bool("drop_pending_updates") {
-		if n := len(s.queue); n > 0 {
-			s.confirmed = max(s.confirmed, s.queue[n-1].id+1)
-		}
-		s.queue = nil
-	}
-	s.notifyLocked()
-	return true, nil
-}
-
-func (s *Server) getWebhookInfo(context.Context, params) (any, *apiError) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return map[string]any{
-		"url":                    s.webhook,
-		"has_custom_certificate": false,
-		"pending_update_count":   len(s.queue),
-	}, nil
-}

@@ -20,6 +20,15 @@
 // optional per-chat rate model (SetChatRateLimit) that answers 429 with
 // retry_after and counts its violations.
 //
+// Webhooks work as on Telegram: after the setWebhook method (HTTPS on ports
+// 443, 80, 88 or 8443, or any loopback URL; secret_token checked against
+// Telegram's alphabet) queued updates are POSTed to the URL one at a time,
+// in order, with the X-Telegram-Bot-Api-Secret-Token header, and repeated
+// with back-off until the answer is a 2xx (see WebhookRetry and
+// LoseWebhookResponses). getUpdates answers 409 Conflict while a webhook is
+// set, and getWebhookInfo reports the URL, the pending count and the last
+// delivery error. Deliveries go to loopback addresses only.
+//
 // Where it differs from Telegram it is stricter: in HTML a bare '&' that does
 // not start an entity is rejected (Telegram passes it through), so a missing
 // escape shows up in tests. Markdown parse modes are accepted unchecked.
@@ -60,6 +69,8 @@ type Server struct {
 	srv       *httptest.Server
 	done      chan struct{}
 	closeOnce sync.Once
+	stop      context.CancelFunc // ends webhook deliveries
+	loops     sync.WaitGroup     // the delivery goroutine
 
 	mu           sync.Mutex
 	changed      chan struct{} // closed and replaced on every state change
@@ -74,7 +85,7 @@ type Server struct {
 	sentIndex    map[msgKey]int
 	commands     []Command
 	callbacks    map[string]bool // query id → answered
-	webhook      string
+	hook         webhookState
 	instantEmpty bool
 	faults       map[string][]Fault
 	calls        map[string][]Call
@@ -98,6 +109,7 @@ func New(token string) *Server {
 		calls:        map[string][]Call{},
 		files:        map[string]*storedFile{},
 		rate:         chatRate{next: map[int64]time.Time{}},
+		hook:         webhookState{retry: WebhookRetry{Min: defaultRetryMin, Max: defaultRetryMax}},
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -107,6 +119,9 @@ func New(token string) *Server {
 	s.srv.Listener.Close()
 	s.srv.Listener = ln
 	s.srv.Start()
+	ctx, cancel := context.WithCancel(context.Background())
+	s.stop = cancel
+	s.loops.Go(func() { s.deliverLoop(ctx) })
 	return s
 }
 
@@ -123,11 +138,13 @@ func botID(token string) int64 {
 // URL is the base URL to configure as the Bot API address (api_url).
 func (s *Server) URL() string { return s.srv.URL }
 
-// Close stops the server. Pending long polls answer at once; Wait calls
-// return ErrClosed.
+// Close stops the server. Pending long polls answer at once, webhook
+// deliveries stop (one under way is cancelled); Wait calls return ErrClosed.
 func (s *Server) Close() {
 	s.closeOnce.Do(func() {
 		close(s.done)
+		s.stop()
+		s.loops.Wait()
 		s.srv.CloseClientConnections()
 		s.srv.Close()
 	})
@@ -162,6 +179,8 @@ func (s *Server) handler(method string) (string, handlerFunc) {
 		return "getMyCommands", s.getMyCommands
 	case "answercallbackquery":
 		return "answerCallbackQuery", s.answerCallbackQuery
+	case "setwebhook":
+		return "setWebhook", s.setWebhook
 	case "deletewebhook":
 		return "deleteWebhook", s.deleteWebhook
 	case "getwebhookinfo":

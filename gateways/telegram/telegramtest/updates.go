@@ -1,6 +1,7 @@
 package telegramtest
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -19,9 +20,10 @@ type queued struct {
 }
 
 // poller is the getUpdates request currently in progress; closing kick
-// terminates it with 409 Conflict.
+// terminates it with 409 Conflict, described by why (set before closing).
 type poller struct {
 	kick chan struct{}
+	why  string
 }
 
 // Deliver pushes an inbound message, as if a user had sent it. Messages in
@@ -159,15 +161,6 @@ func (s *Server) AllowedUpdates() []string {
 	return slices.Clone(s.allowed)
 }
 
-// SetWebhook pretends a webhook is set: getUpdates then fails with 409 until
-// the bot calls deleteWebhook.
-func (s *Server) SetWebhook(url string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.webhook = url
-	s.notifyLocked()
-}
-
 // confirmLocked applies a getUpdates offset: a positive offset forgets every
 // update below it; a negative one keeps only the last -offset updates.
 func (s *Server) confirmLocked(offset int) {
@@ -185,14 +178,20 @@ func (s *Server) confirmLocked(offset int) {
 	}
 }
 
-// collectLocked returns up to limit deliverable updates, dropping those of a
-// type the bot did not ask for (Telegram never queues them).
-func (s *Server) collectLocked(limit int) []json.RawMessage {
+// filterLocked drops queued updates of a type the bot did not ask for
+// (Telegram never queues them).
+func (s *Server) filterLocked() {
 	if len(s.allowed) > 0 {
 		s.queue = slices.DeleteFunc(s.queue, func(q queued) bool {
 			return q.typ != "" && !slices.Contains(s.allowed, q.typ)
 		})
 	}
+}
+
+// collectLocked returns up to limit deliverable updates, dropping those of a
+// type the bot did not ask for (Telegram never queues them).
+func (s *Server) collectLocked(limit int) []json.RawMessage {
+	s.filterLocked()
 	var out []json.RawMessage
 	for _, q := range s.queue {
 		if len(out) == limit {
@@ -225,7 +224,7 @@ func (s *Server) getUpdates(ctx context.Context, p params) (any, *apiError) {
 
 	me := &poller{kick: make(chan struct{})}
 	s.mu.Lock()
-	if s.webhook != "" {
+	if s.hook.url != "" {
 		s.mu.Unlock()
 		return nil, &apiError{code: http.StatusConflict, desc: conflictHook}
 	}
@@ -272,7 +271,7 @@ func (s *Server) longPoll(ctx context.Context, me *poller, limit int, wait time.
 		case <-timer.C:
 			expired = true
 		case <-me.kick:
-			return nil, &apiError{code: http.StatusConflict, desc: conflictPoll}
+			return nil, &apiError{code: http.StatusConflict, desc: cmp.Or(me.why, conflictPoll)}
 		case <-ctx.Done():
 			return nil, &apiError{code: http.StatusBadRequest, desc: "Bad Request: request cancelled"}
 		case <-s.done:
