@@ -351,3 +351,39 @@ func TestDatabaseDamaged(t *testing.T) {
 		t.Error("report OK with a damaged database")
 	}
 }
+
+// TestWebhookMode: with [telegram] webhook_url set, latch's own webhook is
+// fine, another program's is a failure, and none at all (latch not running
+// yet) is a warning; the path, which may carry a secret, is never shown.
+func TestWebhookMode(t *testing.T) {
+	const ours = "https://bot.example.com/tg/s3cretPATH"
+	tests := []struct {
+		name   string
+		set    string
+		status Status
+		detail []string
+	}{
+		{"ours", ours, OK, []string{"webhook https://bot.example.com/… is set"}},
+		{"another program's", "https://other.example.net/hook", Fail, []string{"https://other.example.net/…", "not latch's https://bot.example.com/…"}},
+		{"none yet", "", Warn, []string{"no webhook set yet"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tg := telegramtest.New(botToken)
+			defer tg.Close()
+			if tt.set != "" {
+				tg.SetWebhook(tt.set)
+			}
+			f := newFixture(t, tomlConfig("telegram.api_url", tg.URL(), "telegram.webhook_url", ours,
+				"telegram.webhook_secret", "doctorTestSecret_0123456789"))
+			f.env[config.EnvTelegramToken] = botToken
+			f.sys.missing = true
+			rep := f.run(t)
+			wantCheck(t, rep, "webhook", tt.status, tt.detail, nil)
+			c := check(t, rep, "webhook")
+			if strings.Contains(c.Detail+c.Fix, "s3cret") || strings.Contains(c.Detail+c.Fix, "doctorTestSecret") {
+				t.Errorf("webhook check shows a secret: %+v", c)
+			}
+		})
+	}
+}

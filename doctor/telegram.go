@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 
 	tgbotapi "github.com/go-telegram-bot-api/telegram-bot-api/v5"
 
@@ -102,11 +103,12 @@ func (r *run) netError(err error) string {
 	return err.Error()
 }
 
-// checkWebhook asks whether a webhook is set for the bot. Telegram refuses
-// getUpdates while one is, and latch polls; the gateway deletes a webhook
+// checkWebhook asks whether a webhook is set for the bot. In polling mode
+// Telegram refuses getUpdates while one is; the gateway deletes a webhook
 // when it starts and whenever polling meets one, so a webhook is only
 // trouble when something keeps setting it — another program using the same
-// bot.
+// bot. In webhook mode ([telegram] webhook_url) the webhook must be latch's
+// own, and Telegram's last delivery error says whether it reaches latch.
 func (r *run) checkWebhook(ctx context.Context) Check {
 	switch {
 	case r.cfg == nil || !r.cfg.Telegram.Enabled():
@@ -118,6 +120,9 @@ func (r *run) checkWebhook(ctx context.Context) Check {
 	info, err := r.bot.api.GetWebhookInfo()
 	if err != nil {
 		return warn("could not read the webhook setting: "+r.netError(err), "try again in a minute")
+	}
+	if want := r.cfg.Telegram.WebhookURL; want != "" {
+		return webhookModeCheck(info, want, r.daemonUp)
 	}
 	if info.URL == "" {
 		return ok("no webhook set; latch polls for updates")
@@ -131,6 +136,28 @@ func (r *run) checkWebhook(ctx context.Context) Check {
 	return warn(fmt.Sprintf("a webhook is set (%s); latch polls, and removes it when it starts, which cuts off whatever set it", shown),
 		fmt.Sprintf("if it is a leftover, nothing: latch run removes it (or now: curl -s %s/bot<token>/deleteWebhook); "+
 			"if another program uses this bot, give latch a bot of its own (@BotFather, /newbot)", r.cfg.Telegram.APIURL))
+}
+
+// webhookModeCheck judges the webhook Telegram reports when latch is
+// configured to receive updates by webhook at want.
+func webhookModeCheck(info tgbotapi.WebhookInfo, want string, daemonUp bool) Check {
+	shown := webhookHost(want)
+	switch {
+	case info.URL == "" && daemonUp:
+		return fail("no webhook is set although latch runs in webhook mode: updates are not delivered",
+			"restart latch (it sets the webhook when it starts, and again within a minute if it disappears)")
+	case info.URL == "":
+		return warn("no webhook set yet; latch sets "+shown+" when it starts", "latch run")
+	case info.URL != want:
+		return fail(fmt.Sprintf("the webhook is %s, not latch's %s: another program using this bot token set it", webhookHost(info.URL), shown),
+			"stop the other program, or give latch a bot of its own (@BotFather, /newbot)")
+	case info.LastErrorDate != 0 && info.LastErrorMessage != "":
+		at := time.Unix(int64(info.LastErrorDate), 0).UTC().Format(time.RFC3339)
+		return warn(fmt.Sprintf("webhook %s is set; Telegram's last delivery failed at %s: %s (%d update(s) waiting)",
+			shown, at, info.LastErrorMessage, info.PendingUpdateCount),
+			"check that the reverse proxy forwards "+shown+" to [telegram] webhook_listen and that latch runs")
+	}
+	return ok(fmt.Sprintf("webhook %s is set (%d update(s) waiting)", shown, info.PendingUpdateCount))
 }
 
 // webhookHost shows a webhook URL by its scheme and host only: its path

@@ -107,7 +107,7 @@ func openChat(ctx context.Context, stderr io.Writer) (*chatTarget, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", daemon.ErrConfig, err)
 	}
-	log, err := newLogger(stderr, "text", "warn", cfg.Telegram.Token, cfg.Agent.APIKey)
+	log, err := newLogger(stderr, "text", "warn", cfg.Telegram.Token, cfg.Telegram.WebhookSecret, cfg.Agent.APIKey, cfg.Discord.Token)
 	if err != nil {
 		return nil, err
 	}

@@ -35,7 +35,7 @@ func newRunCmd() *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("%w: %w", daemon.ErrConfig, err)
 			}
-			log, err := newLogger(cmd.ErrOrStderr(), logFormat, logLevel, cfg.Telegram.Token, cfg.Agent.APIKey, cfg.Discord.Token)
+			log, err := newLogger(cmd.ErrOrStderr(), logFormat, logLevel, cfg.Telegram.Token, cfg.Telegram.WebhookSecret, cfg.Agent.APIKey, cfg.Discord.Token)
 			if err != nil {
 				return err
 			}
