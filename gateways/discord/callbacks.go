@@ -131,7 +131,7 @@ func (g *Gateway) AnswerCallback(ctx context.Context, chatID string, cb gateways
 // respond posts an interaction's initial response through discordgo's
 // limiter. Its URL holds the interaction token, which is scrubbed from
 // errors; the limiter's bucket is named without it.
-func (g *Gateway) respond(ctx context.Context, s *discordgo.Session, in *discordgo.Interaction, r interactionResponse) error {
+func (g *Gateway) respond(ctx context.Context, s *discordgo.Session, in *discordgo.Interaction, r any) error {
 	endpoint := discordgo.EndpointInteractionResponse(in.ID, in.Token)
 	bucket := discordgo.EndpointInteractionResponse(in.ID, "")
 	return g.call(ctx, requestTimeout, []string{in.Token}, func(opts ...discordgo.RequestOption) error {

@@ -93,6 +93,10 @@ type Config struct {
 	// MinBackoff and MaxBackoff bound the wait between retries after an
 	// error (defaults 1s and 60s). Tests shorten them.
 	MinBackoff, MaxBackoff time.Duration
+	// EditInterval is the least time between two edits of messages in one
+	// channel (streaming answers, tool lines); DefaultEditInterval if
+	// zero. Tests shorten it.
+	EditInterval time.Duration
 }
 
 // Gateway is one Discord bot. It implements gateways.Gateway,
@@ -103,15 +107,20 @@ type Gateway struct {
 	http     *http.Client // REST, through discordgo
 	download *http.Client // attachments, without the token
 	queue    eventQueue
+	edits    *editPacer
+	timing   turnTiming    // of rendered turns
+	pairWait time.Duration // how long a /pair response waits for the Hub's reply
 
 	mu       sync.Mutex
 	session  *discordgo.Session // set by Start
 	net      *netGuard          // the session's gateway connections
 	botID    string
+	appID    string // the application's id, from READY
 	info     gateways.Info
-	readies  int             // READY events seen: the first is Start's
-	answered map[string]bool // channels sent to since the cursor last noted them
-	texts    textMemory      // content of recent messages with buttons
+	readies  int                     // READY events seen: the first is Start's
+	answered map[string]bool         // channels sent to since the cursor last noted them
+	pairs    map[string]*pendingPair // /pair uses waiting for the Hub's reply, by interaction id
+	texts    textMemory              // content of recent messages with buttons
 }
 
 var (
@@ -140,6 +149,9 @@ func New(cfg Config, log *slog.Logger) *Gateway {
 		cfg.MaxBackoff = time.Minute
 	}
 	cfg.MaxBackoff = max(cfg.MaxBackoff, cfg.MinBackoff)
+	if cfg.EditInterval <= 0 {
+		cfg.EditInterval = DefaultEditInterval
+	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -157,7 +169,11 @@ func New(cfg Config, log *slog.Logger) *Gateway {
 			},
 		},
 		queue:    newEventQueue(),
+		edits:    newEditPacer(cfg.EditInterval),
+		timing:   defaultTiming,
+		pairWait: pairAnswerWait,
 		answered: map[string]bool{},
+		pairs:    map[string]*pendingPair{},
 	}
 	g.download = &http.Client{Transport: transport, CheckRedirect: g.checkDownloadRedirect}
 	return g
@@ -174,10 +190,11 @@ func (g *Gateway) Info() gateways.Info {
 }
 
 // Start verifies the token (GET /users/@me), then opens the gateway
-// session and waits for READY. A rejected token gives ErrUnauthorized; a
-// refused intent says what to enable; any other error is transient and
-// Start may be called again. Messages that arrive from here on are queued
-// for Run.
+// session and waits for READY, and registers the /pair command (a failure
+// there is only logged: "/pair CODE" as text works without it). A rejected
+// token gives ErrUnauthorized; a refused intent says what to enable; any
+// other error is transient and Start may be called again. Messages that
+// arrive from here on are queued for Run.
 func (g *Gateway) Start(ctx context.Context) error {
 	if g.cfg.Token == "" {
 		return errors.New("discord: no bot token configured ([discord] token)")
@@ -215,6 +232,7 @@ func (g *Gateway) Start(ctx context.Context) error {
 		return err
 	}
 	g.log.Info("connected to the Discord gateway", "bot", me.Username)
+	g.registerCommands(ctx, s)
 	return nil
 }
 

@@ -74,11 +74,13 @@ func newFake(t *testing.T) *discordtest.Server {
 	return srv
 }
 
-// newGateway returns a gateway pointed at srv with short back-off, logging
-// at debug level to a buffer and the test output. It is closed at cleanup.
+// newGateway returns a gateway pointed at srv with short back-off and edit
+// interval, logging at debug level to a buffer and the test output. It is
+// closed at cleanup.
 func newGateway(t *testing.T, srv *discordtest.Server, mutate ...func(*Config)) (*Gateway, *logBuffer) {
 	t.Helper()
-	cfg := Config{Token: testToken, APIURL: srv.URL(), MinBackoff: 10 * time.Millisecond, MaxBackoff: 100 * time.Millisecond}
+	cfg := Config{Token: testToken, APIURL: srv.URL(), MinBackoff: 10 * time.Millisecond, MaxBackoff: 100 * time.Millisecond,
+		EditInterval: 10 * time.Millisecond}
 	for _, m := range mutate {
 		m(&cfg)
 	}

@@ -72,6 +72,9 @@ func (g *Gateway) onReady(_ *discordgo.Session, r *discordgo.Ready) {
 	if r.User != nil {
 		g.botID, g.info.BotName = r.User.ID, r.User.Username
 	}
+	if r.Application != nil {
+		g.appID = r.Application.ID
+	}
 	g.readies++
 	again := g.readies > 1
 	g.mu.Unlock()
@@ -130,17 +133,26 @@ func (g *Gateway) Run(ctx context.Context, sink gateways.Sink) error {
 	for {
 		items, overflow := g.queue.take()
 		if len(items) == 0 && !overflow {
-			select {
-			case <-g.queue.wake:
-				continue
-			case <-ctx.Done():
+			if !r.wait(ctx) {
 				return nil
 			}
+			continue
 		}
 		if err := r.process(ctx, items, overflow); err != nil || ctx.Err() != nil {
 			return err
 		}
+		g.expirePairs()
 	}
+}
+
+// wait waits for events. It returns false when ctx ended.
+func (r *runner) wait(ctx context.Context) bool {
+	select {
+	case <-r.g.queue.wake:
+	case <-ctx.Done():
+		return false
+	}
+	return true
 }
 
 // runner is the state of one Run.
@@ -201,7 +213,8 @@ func (r *runner) process(ctx context.Context, items []event, overflow bool) erro
 
 // live translates and stores a run of live events. Messages at or below
 // the cursor of their channel were handled already (by a backfill, or
-// delivered twice) and are dropped.
+// delivered twice) and are dropped. A /pair command is acknowledged here,
+// before it is stored, as Discord wants within three seconds.
 func (r *runner) live(ctx context.Context, evs []event) {
 	if len(evs) == 0 {
 		return
@@ -231,7 +244,7 @@ func (r *runner) live(ctx context.Context, evs []event) {
 			if len(r.recent) > recentInteractions {
 				r.recent = r.recent[1:]
 			}
-			if m, ok := r.g.translateInteraction(e.inter); ok {
+			if m, ok := r.interaction(ctx, e.inter); ok {
 				msgs = append(msgs, m)
 			}
 		}
@@ -239,6 +252,14 @@ func (r *runner) live(ctx context.Context, evs []event) {
 	if len(msgs) > 0 {
 		r.ingest(ctx, next, msgs)
 	}
+}
+
+// interaction translates a button press or a use of a command.
+func (r *runner) interaction(ctx context.Context, i *discordgo.Interaction) (gateways.Message, bool) {
+	if i.Type == discordgo.InteractionApplicationCommand {
+		return r.g.translateCommand(ctx, r.s, i)
+	}
+	return r.g.translateInteraction(i)
 }
 
 // ingest stores msgs with the cursor next, retrying the same batch until

@@ -16,7 +16,9 @@ import (
 // ``` code blocks, closed and reopened across messages. No message pings
 // anyone (allowed_mentions is empty) or unfurls links: a preview would make
 // Discord fetch any URL in the text, which would let a manipulated agent
-// leak data without a click. ReplyTo threads the first message.
+// leak data without a click. ReplyTo threads the first message; a reply
+// to a /pair command, within pairAnswerWait, is that command's ephemeral
+// response instead (only its user sees it).
 func (g *Gateway) Send(ctx context.Context, chatID string, r gateways.Reply) (string, error) {
 	s, err := g.started()
 	if err != nil {
@@ -27,6 +29,14 @@ func (g *Gateway) Send(ctx context.Context, chatID string, r gateways.Reply) (st
 	}
 	if _, ok := snowflake(r.ReplyTo); r.ReplyTo != "" && !ok {
 		return "", fmt.Errorf("discord: invalid reply-to message id %q", r.ReplyTo)
+	}
+	if p := g.takePair(chatID, r.ReplyTo); p != nil {
+		id, err := g.answerPair(ctx, s, p, r)
+		if err == nil {
+			return id, nil
+		}
+		g.log.Warn("answering a /pair in place failed; sending the reply as a message", "err", err)
+		r.ReplyTo = ""
 	}
 	chunks := render(r)
 	if len(chunks) == 0 {
@@ -98,14 +108,19 @@ func (g *Gateway) post(ctx context.Context, s *discordgo.Session, chatID string,
 }
 
 // edit changes the text (and, when rows is not nil, the buttons) of a
-// message latch sent.
+// message latch sent, in its turn among the channel's edits (editPacer).
+// An edit parses mentions anew and could ping, so it too allows none; and
+// it keeps link previews off.
 func (g *Gateway) edit(ctx context.Context, s *discordgo.Session, chatID, msgID, text string, rows *[]discordgo.MessageComponent) error {
 	e := discordgo.NewMessageEdit(chatID, msgID).SetContent(text)
 	e.AllowedMentions = noMentions()
+	e.Flags = discordgo.MessageFlagsSuppressEmbeds
 	e.Components = rows
-	return g.call(ctx, requestTimeout, nil, func(opts ...discordgo.RequestOption) error {
-		_, err := s.ChannelMessageEditComplex(e, opts...)
-		return err
+	return g.edits.do(ctx, chatID, func() error {
+		return g.call(ctx, requestTimeout, nil, func(opts ...discordgo.RequestOption) error {
+			_, err := s.ChannelMessageEditComplex(e, opts...)
+			return err
+		})
 	})
 }
 

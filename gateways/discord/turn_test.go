@@ -20,6 +20,11 @@ func TestRenderTurn(t *testing.T) {
 	ev.Text("Let me look.")
 	c1 := agent.ToolCall{ID: "c1", Name: "bash", Summary: "ls *.go"}
 	ev.ToolStarted(c1)
+	// The line shows the running call until the call ends. (Events that
+	// come faster than Discord is called coalesce: wait for it.)
+	if _, err := srv.WaitSent(testContext(t), func(s discordtest.Sent) bool { return s.Content == "⚙ bash: `ls *.go`" }); err != nil {
+		t.Fatal(err)
+	}
 	ev.ToolFinished(c1, agent.ToolResult{Duration: 1200 * time.Millisecond})
 	ev.ToolFinished(agent.ToolCall{ID: "c2", Name: "write_file", Summary: "x.txt"}, agent.ToolResult{Denied: true})
 	c3 := agent.ToolCall{ID: "c3", Name: "read_file", Summary: "nope"}
@@ -35,7 +40,7 @@ func TestRenderTurn(t *testing.T) {
 
 	sent := srv.SentTo(ch)
 	want := []struct{ text, replyTo string }{
-		{"Let me look.", ""},
+		{"Let me look.", in.ID},
 		{"✓ bash: `ls *.go` · 1.2s", ""},
 		{"✗ write\\_file: `x.txt` · denied", ""},
 		{"✗ read\\_file: `nope` · 0.0s\n`no such file`", ""},

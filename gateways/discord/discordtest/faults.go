@@ -105,6 +105,11 @@ func (s *Server) applyFault(req *request, f Fault) bool {
 		_, _ = w.Write([]byte(f.Body))
 		return true
 	case f.Status == http.StatusTooManyRequests:
+		if req.route == RouteEditMessage {
+			s.mu.Lock()
+			s.blockEditsLocked(req.args[0], f.RetryAfter, s.editClock())
+			s.mu.Unlock()
+		}
 		s.writeRateLimited(w, f)
 		return true
 	case f.Status != 0:

@@ -285,8 +285,10 @@ type editBody struct {
 	Content         *string         `json:"content"`
 	Components      json.RawMessage `json:"components"`
 	AllowedMentions json.RawMessage `json:"allowed_mentions"`
+	Flags           *int            `json:"flags"`
 }
 
+// editMessage edits a message of the bot, within the edit rate model.
 func (s *Server) editMessage(req *request) {
 	var body editBody
 	if err := json.Unmarshal(req.body, &body); err != nil {
@@ -294,6 +296,12 @@ func (s *Server) editMessage(req *request) {
 		return
 	}
 	s.mu.Lock()
+	// Discord applies its rate limits before it looks at the request.
+	if wait := s.admitEditLocked(req.w.Header(), req.args[0], s.editClock()); wait > 0 {
+		s.mu.Unlock()
+		s.writeRateLimited(req.w, Fault{RetryAfter: wait})
+		return
+	}
 	defer s.mu.Unlock()
 	m := s.findLocked(req.args[0], req.args[1])
 	switch {
@@ -311,9 +319,9 @@ func (s *Server) editMessage(req *request) {
 }
 
 // applyEditLocked validates and applies an edit to a bot message, recording
-// it on the sent message.
+// it on the sent message. Of the flags only SUPPRESS_EMBEDS can be changed.
 func (s *Server) applyEditLocked(w http.ResponseWriter, m *Message, body editBody, via string) bool {
-	content, rows := m.Content, m.Components
+	content, rows, flags := m.Content, m.Components, m.Flags
 	if body.Content != nil {
 		content = *body.Content
 	}
@@ -324,15 +332,47 @@ func (s *Server) applyEditLocked(w http.ResponseWriter, m *Message, body editBod
 			return false
 		}
 	}
+	if body.Flags != nil {
+		if *body.Flags&^FlagSuppressEmbeds != 0 {
+			formError(w, "flags", "MESSAGE_FLAGS_INVALID", "Invalid flags")
+			return false
+		}
+		flags = flags&^FlagSuppressEmbeds | *body.Flags
+	}
 	if !s.validMessage(w, content, rows, body.AllowedMentions, len(m.Attachments) > 0) {
 		return false
 	}
-	m.Content, m.Components = content, rows
+	m.Content, m.Components, m.Flags = content, rows, flags
 	if sent := s.sentIndex[m.ID]; sent != nil {
-		sent.Edits = append(sent.Edits, Edit{Content: content, Components: cloneRows(rows), Via: via})
+		sent.Edits = append(sent.Edits, Edit{Content: content, Components: cloneRows(rows), Flags: flags,
+			AllowedMentions: slices.Clone(body.AllowedMentions), Via: via})
 	}
 	s.notifyLocked()
 	return true
+}
+
+// deleteMessage deletes a message of the bot.
+func (s *Server) deleteMessage(req *request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ch := s.channels[req.args[0]]
+	m := s.findLocked(req.args[0], req.args[1])
+	switch {
+	case m == nil:
+		writeError(req.w, http.StatusNotFound, 10008, "Unknown Message")
+		return
+	case m.Author.ID != s.bot.ID:
+		// A bot may delete others' messages only with Manage Messages,
+		// which the fake never grants.
+		writeError(req.w, http.StatusForbidden, 50013, "Missing Permissions")
+		return
+	}
+	ch.msgs = slices.DeleteFunc(ch.msgs, func(x *Message) bool { return x == m })
+	if sent := s.sentIndex[m.ID]; sent != nil {
+		sent.Deleted = true
+	}
+	s.notifyLocked()
+	writeNoContent(req.w)
 }
 
 // attachment serves a stored file, as Discord's CDN does (no token).

@@ -6,18 +6,22 @@
 // in the Authorization header ("Bot <token>", 401 otherwise), Discord's
 // error JSON ({"code": 50035, ...}), the 2000-code-point content limit,
 // channel history newest first with after/before paging, the gateway
-// handshake (HELLO, IDENTIFY → READY with session_id and resume_gateway_url,
-// heartbeats and their ACKs, dispatches with increasing s, RESUME → the
-// missed dispatches then RESUMED, op 9 when a session cannot be resumed),
-// intents (no DMs without DIRECT_MESSAGES, blank guild content without
-// MESSAGE_CONTENT unless the bot is mentioned), and interactions that must
-// be answered once within three seconds.
+// handshake (HELLO, IDENTIFY → READY with session_id, resume_gateway_url
+// and the application's id, heartbeats and their ACKs, dispatches with
+// increasing s, RESUME → the missed dispatches then RESUMED, op 9 when a
+// session cannot be resumed), intents (no DMs without DIRECT_MESSAGES,
+// blank guild content without MESSAGE_CONTENT unless the bot is
+// mentioned), interactions that must be answered once within three
+// seconds (button presses, and uses of the application commands the bot
+// registered with a bulk overwrite), and a per-channel limit on message
+// edits (SetEditRate) answered with 429 and retry_after.
 //
 // Point discordgo at URL(): the REST API lives under /api/v10 (and
 // /api/v9), the gateway at /gateway, attachments at /attachments. Tests
-// push inbound messages (SendDM, SendGuildMessage) and button presses
-// (PressButton), inject faults (Inject, DropConnection, InvalidateSession)
-// and wait for what the bot sent (WaitSent).
+// push inbound messages (SendDM, SendGuildMessage), button presses
+// (PressButton) and command uses (InvokeCommand), inject faults (Inject,
+// DropConnection, InvalidateSession) and wait for what the bot sent
+// (WaitSent).
 //
 // Messages posted while no gateway session can receive them (the bot is
 // "offline") go only to the channel's history, as on Discord; a resumable
@@ -25,8 +29,10 @@
 //
 // Where it simplifies: one bot, no guild member lists or permissions, no
 // embeds; only the READY payload is zlib-compressed when IDENTIFY asks for
-// compression; rate limits are advertised (X-RateLimit-* headers) but only
-// enforced through injected faults.
+// compression; rate limits are advertised (X-RateLimit-* headers) on every
+// route but enforced only on message edits, elsewhere through injected
+// faults; a deferred interaction response is recorded but not shown in the
+// channel's history.
 package discordtest
 
 import (
@@ -59,9 +65,12 @@ const (
 	RouteMessage             = "GET /channels/{channel.id}/messages/{message.id}"
 	RouteCreateMessage       = "POST /channels/{channel.id}/messages"
 	RouteEditMessage         = "PATCH /channels/{channel.id}/messages/{message.id}"
+	RouteDeleteMessage       = "DELETE /channels/{channel.id}/messages/{message.id}"
 	RouteTyping              = "POST /channels/{channel.id}/typing"
 	RouteInteractionCallback = "POST /interactions/{interaction.id}/{interaction.token}/callback"
 	RouteFollowup            = "POST /webhooks/{application.id}/{interaction.token}"
+	RouteEditOriginal        = "PATCH /webhooks/{application.id}/{interaction.token}/messages/@original"
+	RouteCommands            = "PUT /applications/{application.id}/commands"
 	RouteAttachment          = "GET /attachments/{channel.id}/{attachment.id}/{filename}"
 )
 
@@ -89,11 +98,18 @@ type Server struct {
 	sentIndex    map[string]*Sent // message id → sent
 	files        map[string][]byte
 	interactions map[string]*Interaction
+	originals    map[string]*Sent // interaction id → its initial response
+	commands     []Command
 	faults       map[string][]Fault
 	calls        map[string][]Call
 	gw           gateway
 	ackWindow    time.Duration
 	maxUpload    int
+	editLimit    int
+	editWindow   time.Duration
+	editBuckets  map[string]*editBucket
+	editClock    func() time.Time
+	rates        RateStats
 }
 
 type channel struct {
@@ -133,10 +149,15 @@ func New(token string) *Server {
 		sentIndex:    map[string]*Sent{},
 		files:        map[string][]byte{},
 		interactions: map[string]*Interaction{},
+		originals:    map[string]*Sent{},
 		faults:       map[string][]Fault{},
 		calls:        map[string][]Call{},
 		ackWindow:    DefaultAckWindow,
 		maxUpload:    DefaultMaxUpload,
+		editLimit:    DefaultEditLimit,
+		editWindow:   DefaultEditWindow,
+		editBuckets:  map[string]*editBucket{},
+		editClock:    time.Now,
 	}
 	s.gw = newGateway()
 	s.users[id] = s.bot
@@ -242,7 +263,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	authorized := route == RouteGateway || route == RouteAttachment ||
-		route == RouteInteractionCallback || route == RouteFollowup ||
+		route == RouteInteractionCallback || route == RouteFollowup || route == RouteEditOriginal ||
 		r.Header.Get("Authorization") == "Bot "+s.token
 	req := &request{w: w, r: r, route: route, args: args}
 	f, faulty := s.admit(req, authorized)
@@ -293,9 +314,12 @@ var routePatterns = []struct{ method, pattern, route string }{
 	{"GET", "channels/*/messages/*", RouteMessage},
 	{"POST", "channels/*/messages", RouteCreateMessage},
 	{"PATCH", "channels/*/messages/*", RouteEditMessage},
+	{"DELETE", "channels/*/messages/*", RouteDeleteMessage},
 	{"POST", "channels/*/typing", RouteTyping},
 	{"POST", "interactions/*/*/callback", RouteInteractionCallback},
 	{"POST", "webhooks/*/*", RouteFollowup},
+	{"PATCH", "webhooks/*/*/messages/@original", RouteEditOriginal},
+	{"PUT", "applications/*/commands", RouteCommands},
 }
 
 func matchSegments(pattern, seg []string) ([]string, bool) {
@@ -324,9 +348,12 @@ func (s *Server) handle(req *request) {
 		RouteMessage:             s.getMessage,
 		RouteCreateMessage:       s.createMessage,
 		RouteEditMessage:         s.editMessage,
+		RouteDeleteMessage:       s.deleteMessage,
 		RouteTyping:              s.typing,
 		RouteInteractionCallback: s.interactionCallback,
 		RouteFollowup:            s.followup,
+		RouteEditOriginal:        s.editOriginal,
+		RouteCommands:            s.putCommands,
 		RouteAttachment:          s.attachment,
 	}
 	handlers[req.route](req)

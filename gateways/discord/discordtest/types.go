@@ -129,30 +129,47 @@ type Sent struct {
 	// Edits are the later versions of the message (PATCH or an
 	// UPDATE_MESSAGE interaction response), oldest first.
 	Edits []Edit
-	// Ephemeral is set on an interaction follow-up only its presser sees.
+	// Ephemeral is set on an interaction response or follow-up only its
+	// user sees.
 	Ephemeral bool
-	// Interaction is the id of the interaction a follow-up answered.
+	// Interaction is the id of the interaction a response or follow-up
+	// answered.
 	Interaction string
-	Time        time.Time
+	// Deferred is set on an interaction's deferred response ("thinking…"),
+	// which has no content until it is edited.
+	Deferred bool
+	// Deleted is set once the bot deleted the message.
+	Deleted bool
+	Time    time.Time
 }
 
 // Edit is one later version of a sent message.
 type Edit struct {
 	Content    string
 	Components []Row
-	Via        string // "patch" or "interaction"
+	Flags      int
+	// AllowedMentions is the edit's allowed_mentions as sent, nil when
+	// absent (an edit re-parses mentions: it can ping too).
+	AllowedMentions json.RawMessage
+	Via             string // "patch", "interaction" or "webhook"
 }
 
 // NoPings reports whether the message's allowed_mentions is
 // {"parse": []} with no users or roles allowed: nothing it contains pings
 // anyone.
-func (s Sent) NoPings() bool {
+func (s Sent) NoPings() bool { return noPings(s.AllowedMentions) }
+
+// NoPings reports whether the edit's allowed_mentions silences every
+// mention, as Sent.NoPings does.
+func (e Edit) NoPings() bool { return noPings(e.AllowedMentions) }
+
+func noPings(allowed json.RawMessage) bool {
 	var am struct {
 		Parse []string `json:"parse"`
 		Users []string `json:"users"`
 		Roles []string `json:"roles"`
 	}
-	if len(s.AllowedMentions) == 0 || json.Unmarshal(s.AllowedMentions, &am) != nil {
+	if len(allowed) == 0 || json.Unmarshal(allowed, &am) != nil {
 		return false
 	}
 	return am.Parse != nil && len(am.Parse) == 0 && len(am.Users) == 0 && len(am.Roles) == 0
@@ -186,6 +203,7 @@ func (s Sent) clone() Sent {
 	s.Edits = slices.Clone(s.Edits)
 	for i := range s.Edits {
 		s.Edits[i].Components = cloneRows(s.Edits[i].Components)
+		s.Edits[i].AllowedMentions = bytes.Clone(s.Edits[i].AllowedMentions)
 	}
 	return s
 }
