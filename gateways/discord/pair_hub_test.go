@@ -113,7 +113,10 @@ func TestPairCommandWithHub(t *testing.T) {
 		if ctx.Err() != nil {
 			t.Fatal("the Hub did not drop the stranger's /pair")
 		}
-		db.View(func(tx *store.Tx) (err error) { dropped, err = tx.Counter("discord", gateways.CounterStrangers); return err })
+		db.View(func(tx *store.Tx) (err error) {
+			dropped, err = tx.Counter("discord", gateways.CounterStrangers)
+			return err
+		})
 	}
 	if got, _ := srv.Interaction(in.ID); got.ResponseType != 0 {
 		t.Errorf("a stranger's /pair on a latched gateway was answered (type %d)", got.ResponseType)
