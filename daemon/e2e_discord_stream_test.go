@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/latchd/latch/agent/provider/anthropic/anthropictest"
-	"github.com/latchd/latch/control"
 	"github.com/latchd/latch/gateways/discord/discordtest"
 	"github.com/latchd/latch/pairing"
 )
@@ -26,11 +25,8 @@ func TestE2EDiscordPairCommandStreamedAnswer(t *testing.T) {
 	if err := fake.Wait(ctx, func() bool { return len(fake.Commands()) == 1 }); err != nil {
 		t.Fatalf("the /pair command was not registered: %v", err)
 	}
-	res, err := e.client().Mint(ctx, control.MintRequest{Gateway: "discord"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	in, err := fake.InvokeCommand(discordtest.CommandUse{User: dAlice, Name: "pair", Options: map[string]string{"code": res.Code}})
+	code := e.mintFor("discord")
+	in, err := fake.InvokeCommand(discordtest.CommandUse{User: dAlice, Name: "pair", Options: map[string]string{"code": code}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +54,7 @@ func TestE2EDiscordPairCommandStreamedAnswer(t *testing.T) {
 		}
 	}
 	logs := e.logs.String()
-	for _, secret := range []string{res.Code, pairing.Format(res.Code)} {
+	for _, secret := range []string{code, pairing.Format(code)} {
 		if strings.Contains(logs, secret) {
 			t.Errorf("the pairing code is in the logs")
 		}

@@ -10,7 +10,6 @@ import (
 
 	"github.com/latchd/latch/agent/provider/anthropic/anthropictest"
 	"github.com/latchd/latch/config"
-	"github.com/latchd/latch/control"
 	"github.com/latchd/latch/gateways/discord/discordtest"
 )
 
@@ -58,16 +57,11 @@ func TestE2EDiscord(t *testing.T) {
 	e := newEnv(t)
 	fake := withDiscord(e)
 	r := e.start()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	res, err := e.client().Mint(ctx, control.MintRequest{Gateway: "discord"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	fake.SendDM(dAlice, "/pair "+res.Code)
+	code := e.mintFor("discord")
+	fake.SendDM(dAlice, "/pair "+code)
 	dm := fake.DMChannel(dAlice)
 	waitDiscord(t, fake, dm, "Paired")
-	fake.SendDM(dBob, "/pair "+res.Code)
+	fake.SendDM(dBob, "/pair "+code)
 	fake.SendDM(dBob, "!id")
 	fake.SendDM(dAlice, "!echo hi from discord")
 	m := waitDiscord(t, fake, dm, "hi from discord")
@@ -105,13 +99,8 @@ func TestE2EDiscordAgentApprovalButton(t *testing.T) {
 	model := withModel(e)
 	fake := withDiscord(e)
 	e.start()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	res, err := e.client().Mint(ctx, control.MintRequest{Gateway: "discord"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	fake.SendDM(dAlice, "/pair "+res.Code)
+	code := e.mintFor("discord")
+	fake.SendDM(dAlice, "/pair "+code)
 	dm := fake.DMChannel(dAlice)
 	waitDiscord(t, fake, dm, "Paired")
 	model.Script(

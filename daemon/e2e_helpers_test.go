@@ -14,6 +14,7 @@ import (
 	"github.com/latchd/latch/config"
 	"github.com/latchd/latch/control"
 	"github.com/latchd/latch/gateways/telegram/telegramtest"
+	"github.com/latchd/latch/pairing"
 )
 
 // testToken looks like a real bot token, so a leak is easy to grep for.
@@ -57,6 +58,7 @@ type env struct {
 
 	mu     sync.Mutex
 	offset time.Duration
+	minted []string // every pairing code minted, for the log scan
 }
 
 func newEnv(t *testing.T) *env {
@@ -81,9 +83,27 @@ func newEnv(t *testing.T) *env {
 	}
 	t.Cleanup(e.tg.Close)
 	t.Cleanup(func() {
-		// No secret in any log line, whatever the test did.
-		if out := e.logs.String(); strings.Contains(out, testToken) || strings.Contains(out, strings.Split(testToken, ":")[1]) {
-			t.Errorf("the bot token appears in the logs:\n%s", out)
+		// No secret in any log line, whatever the test did: the bot
+		// tokens, the model keys, and every pairing code minted, in each
+		// form a chat could have sent it.
+		out := e.logs.String()
+		secrets := map[string]string{
+			"the Telegram token": testToken, "the Telegram token's secret part": strings.Split(testToken, ":")[1],
+			"the Discord token": discordToken, "the Anthropic key": modelKey, "the OpenAI key": openaiKey,
+		}
+		e.mu.Lock()
+		for _, c := range e.minted {
+			bare := strings.ReplaceAll(c, "-", "")
+			for _, form := range []string{bare, pairing.Format(bare)} {
+				secrets["pairing code "+form] = form
+				secrets["pairing code "+strings.ToLower(form)] = strings.ToLower(form)
+			}
+		}
+		e.mu.Unlock()
+		for what, secret := range secrets {
+			if strings.Contains(out, secret) {
+				t.Errorf("%s appears in the logs:\n%s", what, out)
+			}
 		}
 	})
 	return e
@@ -162,12 +182,22 @@ func (e *env) client() *control.Client { return control.NewClient(config.SocketP
 
 func (e *env) mint() string {
 	e.t.Helper()
+	return e.mintFor("telegram")
+}
+
+// mintFor mints a code for gateway through the control API, as `latch pair`
+// does, and remembers it for the log scan.
+func (e *env) mintFor(gateway string) string {
+	e.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	res, err := e.client().Mint(ctx, control.MintRequest{Gateway: "telegram"})
+	res, err := e.client().Mint(ctx, control.MintRequest{Gateway: gateway})
 	if err != nil {
 		e.t.Fatalf("mint: %v", err)
 	}
+	e.mu.Lock()
+	e.minted = append(e.minted, res.Code)
+	e.mu.Unlock()
 	return res.Code
 }
 
