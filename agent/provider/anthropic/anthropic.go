@@ -30,6 +30,7 @@ import (
 	"time"
 
 	"github.com/latchd/latch/agent/provider"
+	"github.com/latchd/latch/agent/provider/internal/adapter"
 	"github.com/latchd/latch/agent/provider/internal/retry"
 )
 
@@ -87,7 +88,7 @@ type Config struct {
 // scheme and host, so a Config that ends up in a log carries no secret.
 // GoString and LogValue say the same.
 func (c Config) String() string {
-	return provider.DescribeConfig("anthropic", cmp.Or(c.BaseURL, DefaultBaseURL), c.Model, c.APIKey)
+	return provider.DescribeConfig(Name, cmp.Or(c.BaseURL, DefaultBaseURL), c.Model, c.APIKey)
 }
 
 // GoString is String, for %#v.
@@ -98,12 +99,8 @@ func (c Config) LogValue() slog.Value { return slog.StringValue(c.String()) }
 
 // Client calls the Messages API. It is safe for concurrent use.
 type Client struct {
-	http     *http.Client
-	base     *url.URL // BaseURL without query or fragment
-	model    string
-	key      string
-	endpoint string
-	policy   retry.Policy
+	core adapter.Core
+	base *url.URL // BaseURL without query or fragment
 }
 
 var _ provider.Provider = (*Client)(nil)
@@ -111,27 +108,14 @@ var _ provider.Provider = (*Client)(nil)
 // New returns a Client for cfg. It fails only for a BaseURL that is not an
 // http or https URL.
 func New(cfg Config) (*Client, error) {
-	base, err := url.Parse(cmp.Or(cfg.BaseURL, DefaultBaseURL))
-	if err != nil || (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" {
-		return nil, errors.New("anthropic: base_url must be an http:// or https:// URL")
+	core, err := adapter.New(Name, DefaultBaseURL, adapter.Config(cfg))
+	if err != nil {
+		return nil, err
 	}
-	endpoint := provider.Endpoint(base.String())
+	base, _ := url.Parse(core.BaseURL) // adapter.New has checked that it parses
 	base.RawQuery, base.ForceQuery, base.Fragment, base.RawFragment = "", false, "", ""
-	hc := retry.HTTPClient(cfg.HTTPClient)
-	hc.CheckRedirect = keepKeyHome(hc.CheckRedirect)
-	return &Client{
-		http:     hc,
-		base:     base,
-		model:    cfg.Model,
-		key:      cfg.APIKey,
-		endpoint: endpoint,
-		policy: retry.Policy{
-			Provider:   Name,
-			MaxRetries: cfg.MaxRetries,
-			Idle:       cfg.Timeout,
-			Logger:     cfg.Logger,
-		},
-	}, nil
+	core.HTTP.CheckRedirect = keepKeyHome(core.HTTP.CheckRedirect)
+	return &Client{core: core, base: base}, nil
 }
 
 // keepKeyHome wraps a redirect policy (nil: net/http's) so that the API
@@ -154,9 +138,7 @@ func keepKeyHome(next func(*http.Request, []*http.Request) error) func(*http.Req
 
 // String describes c without its API key; GoString and LogValue say the
 // same.
-func (c *Client) String() string {
-	return fmt.Sprintf("anthropic.Client{Endpoint: %q, Model: %q}", c.endpoint, c.model)
-}
+func (c *Client) String() string { return c.core.String() }
 
 // GoString is String, for %#v.
 func (c *Client) GoString() string { return c.String() }
@@ -169,24 +151,7 @@ func (c *Client) Name() string { return Name }
 
 // Stream sends req as a streaming Messages request. See provider.Provider.
 func (c *Client) Stream(ctx context.Context, req provider.Request, onText func(string)) (provider.Response, error) {
-	model := cmp.Or(req.Model, c.model)
-	if model == "" {
-		return provider.Response{}, c.noModel()
-	}
-	body, err := encode(req, model)
-	if err != nil {
-		return provider.Response{}, fmt.Errorf("anthropic: %w", err)
-	}
-	return retry.Do(ctx, c.policy, onText, func(ctx context.Context, a *retry.Attempt) (provider.Response, error) {
-		return c.attempt(ctx, body, model, a)
-	})
-}
-
-func (c *Client) noModel() *provider.Error {
-	e := c.newError("")
-	e.Kind = provider.ErrModel
-	e.Message = "no model configured"
-	return e
+	return adapter.Stream(ctx, &c.core, req, onText, encode, c.attempt)
 }
 
 // attempt makes one streaming request and reads it until message_stop.
@@ -197,7 +162,7 @@ func (c *Client) attempt(ctx context.Context, body []byte, model string, a *retr
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "text/event-stream")
-	resp, err := c.http.Do(req)
+	resp, err := c.core.HTTP.Do(req)
 	if err != nil {
 		return provider.Response{}, c.netError(err, model)
 	}
@@ -214,9 +179,9 @@ func (c *Client) attempt(ctx context.Context, body []byte, model string, a *retr
 		ev, err := events.next()
 		switch {
 		case errors.Is(err, io.EOF):
-			return r.partial(), c.streamBroken(model, "the stream ended before message_stop")
+			return r.partial(), c.core.StreamBroken(model, "the stream ended before message_stop")
 		case errors.Is(err, errEventTooLarge):
-			return r.partial(), c.streamBroken(model, err.Error())
+			return r.partial(), c.core.StreamBroken(model, err.Error())
 		case err != nil:
 			return r.partial(), c.netError(err, model)
 		}
@@ -227,7 +192,7 @@ func (c *Client) attempt(ctx context.Context, body []byte, model string, a *retr
 		case errors.As(err, &se):
 			return r.partial(), c.apiError(model, resp.StatusCode, resp.Header, se.Type, se.Message)
 		case err != nil:
-			return r.partial(), c.streamBroken(model, err.Error())
+			return r.partial(), c.core.StreamBroken(model, err.Error())
 		case done:
 			return r.complete(), nil
 		}
@@ -242,8 +207,8 @@ func (c *Client) newRequest(ctx context.Context, method string, u *url.URL, body
 		return nil, err
 	}
 	req.Header.Set("Anthropic-Version", apiVersion)
-	if c.key != "" {
-		req.Header.Set("X-Api-Key", c.key)
+	if c.core.Key != "" {
+		req.Header.Set("X-Api-Key", c.core.Key)
 	}
 	return req, nil
 }

@@ -1,15 +1,14 @@
 package anthropic_test
 
 import (
-	"bytes"
-	"encoding/json"
-	"strings"
-	"sync"
+	"net/http"
 	"testing"
 
 	"github.com/latchd/latch/agent/provider"
 	"github.com/latchd/latch/agent/provider/anthropic"
 	"github.com/latchd/latch/agent/provider/anthropic/anthropictest"
+	"github.com/latchd/latch/agent/provider/internal/adapter"
+	"github.com/latchd/latch/agent/provider/internal/adaptertest"
 )
 
 const (
@@ -17,88 +16,53 @@ const (
 	testModel = "claude-test-1"
 )
 
-var bashSchema = json.RawMessage(`{"type":"object","properties":{"command":{"type":"string","description":"shell command"},"timeout":{"type":"integer"}},"required":["command"],"additionalProperties":false}`)
-
 // setup starts a fake and a client pointed at it; edit adjusts the config.
 func setup(t *testing.T, edit func(*anthropic.Config)) (*anthropic.Client, *anthropictest.Server) {
 	t.Helper()
 	srv := anthropictest.New(testKey)
-	t.Cleanup(srv.Close)
 	cfg := anthropic.Config{APIKey: testKey, BaseURL: srv.URL(), Model: testModel}
-	if edit != nil {
-		edit(&cfg)
-	}
-	c, err := anthropic.New(cfg)
-	if err != nil {
-		t.Fatalf("New: %v", err)
-	}
-	return c, srv
+	return adaptertest.Setup(t, srv, cfg, edit, anthropic.New), srv
 }
 
-func ask(text string) provider.Request {
-	return provider.Request{
-		System:   "You are latch.",
-		Messages: []provider.Message{{Role: provider.RoleUser, Content: []provider.Block{{Type: provider.BlockText, Text: text}}}},
-	}
-}
-
-// deltas collects what onText receives.
-type deltas struct {
-	mu  sync.Mutex
-	got []string
-}
-
-func (d *deltas) add(s string) { d.mu.Lock(); d.got = append(d.got, s); d.mu.Unlock() }
-func (d *deltas) all() []string {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return append([]string(nil), d.got...)
-}
-
-func jsonEqual(t *testing.T, what string, got, want []byte) {
-	t.Helper()
-	var g, w any
-	if err := json.Unmarshal(got, &g); err != nil {
-		t.Fatalf("%s: %v in %s", what, err, got)
-	}
-	if err := json.Unmarshal(want, &w); err != nil {
-		t.Fatalf("%s: want: %v", what, err)
-	}
-	gb, _ := json.Marshal(g)
-	wb, _ := json.Marshal(w)
-	if !bytes.Equal(gb, wb) {
-		t.Errorf("%s = %s, want %s", what, gb, wb)
+// kit is the client and its fake as the shared scenarios drive them.
+func kit() adaptertest.Kit[anthropictest.Reply] {
+	return adaptertest.Kit[anthropictest.Reply]{
+		Key:   testKey,
+		Model: testModel,
+		Start: func(t *testing.T, edit func(*adapter.Config)) (provider.Provider, adaptertest.Fake[anthropictest.Reply]) {
+			c, srv := setup(t, func(c *anthropic.Config) { edit((*adapter.Config)(c)) })
+			return c, adaptertest.NewFake(srv, func(r anthropictest.Request) http.Header { return r.Header })
+		},
+		New: func(cfg adapter.Config) (any, provider.Provider, error) {
+			c, err := anthropic.New(anthropic.Config(cfg))
+			return anthropic.Config(cfg), c, err
+		},
+		Text:             anthropictest.Text,
+		ToolUse:          anthropictest.ToolUse,
+		APIError:         anthropictest.APIError,
+		RateLimited:      anthropictest.RateLimited,
+		ServerError:      anthropictest.ServerError,
+		Overloaded:       anthropictest.Overloaded,
+		OverloadedStatus: 529,
+		StreamErrType:    "overloaded_error",
+		StreamErrMessage: "Overloaded",
 	}
 }
 
-func TestStreamText(t *testing.T) {
+// The scenarios every adapter shares: a streamed reply, and the failures.
+func TestScenarios(t *testing.T) {
+	t.Parallel()
+	adaptertest.Run(t, kit())
+}
+
+// What a request sends; what comes back is the StreamText scenario's.
+func TestRequest(t *testing.T) {
 	t.Parallel()
 	c, srv := setup(t, nil)
-	const reply = "Hello! Here is a reply that arrives in several pieces."
-	srv.Script(anthropictest.Text(reply).Usage(42, 17))
-
-	var d deltas
-	resp, err := c.Stream(t.Context(), ask("hi"), d.add)
-	if err != nil {
+	srv.Script(anthropictest.Text("Hello!"))
+	if _, err := c.Stream(t.Context(), adaptertest.Ask("hi"), nil); err != nil {
 		t.Fatalf("Stream: %v", err)
 	}
-	got := d.all()
-	if len(got) < 3 {
-		t.Errorf("got %d deltas, want the reply in several pieces: %q", len(got), got)
-	}
-	if joined := strings.Join(got, ""); joined != reply {
-		t.Errorf("deltas joined = %q, want %q", joined, reply)
-	}
-	if resp.Text() != reply {
-		t.Errorf("response text = %q, want %q", resp.Text(), reply)
-	}
-	if resp.StopReason != provider.StopEndTurn {
-		t.Errorf("stop reason = %q, want end_turn", resp.StopReason)
-	}
-	if resp.Usage != (provider.Usage{InputTokens: 42, OutputTokens: 17}) {
-		t.Errorf("usage = %+v, want 42 in, 17 out", resp.Usage)
-	}
-
 	reqs := srv.Requests()
 	if len(reqs) != 1 {
 		t.Fatalf("fake got %d requests, want 1", len(reqs))
@@ -133,50 +97,18 @@ func TestStreamText(t *testing.T) {
 func TestToolUseRoundTrip(t *testing.T) {
 	t.Parallel()
 	c, srv := setup(t, nil)
-	input := `{"command":"ls -la /tmp","timeout":30}`
 	srv.Script(
-		anthropictest.Text("Let me look.").AndToolUse("toolu_01", "bash", input),
+		anthropictest.Text("Let me look.").AndToolUse("toolu_01", "bash", adaptertest.ToolInput),
 		anthropictest.Text("There are two files."),
 	)
-	req := ask("what is in /tmp?")
-	req.Tools = []provider.Tool{{Name: "bash", Description: "Run a shell command.", Schema: bashSchema}}
-
-	var d deltas
-	resp, err := c.Stream(t.Context(), req, d.add)
-	if err != nil {
-		t.Fatalf("Stream: %v", err)
-	}
-	if resp.StopReason != provider.StopToolUse {
-		t.Errorf("stop reason = %q, want tool_use", resp.StopReason)
-	}
-	if strings.Join(d.all(), "") != "Let me look." {
-		t.Errorf("deltas = %q, want only the text", d.all())
-	}
-	uses := resp.ToolUses()
-	if len(uses) != 1 || uses[0].ID != "toolu_01" || uses[0].Name != "bash" {
-		t.Fatalf("tool uses = %+v, want one bash call toolu_01", uses)
-	}
-	jsonEqual(t, "tool input", uses[0].Input, []byte(input))
+	adaptertest.ToolUseRoundTrip(t, c, "toolu_01")
 
 	tools := srv.Requests()[0].Params.Tools
 	if len(tools) != 1 || tools[0].Name != "bash" || tools[0].Description != "Run a shell command." {
 		t.Fatalf("tools sent = %+v, want bash with its description", tools)
 	}
-	jsonEqual(t, "input_schema", tools[0].InputSchema, bashSchema)
+	adaptertest.JSONEqual(t, "input_schema", tools[0].InputSchema, adaptertest.BashSchema)
 
-	req.Messages = append(req.Messages,
-		provider.Message{Role: provider.RoleAssistant, Content: resp.Content},
-		provider.Message{Role: provider.RoleUser, Content: []provider.Block{
-			{Type: provider.BlockToolResult, ID: "toolu_01", Text: "a.txt\nb.txt"},
-		}},
-	)
-	resp2, err := c.Stream(t.Context(), req, nil)
-	if err != nil {
-		t.Fatalf("second Stream: %v", err)
-	}
-	if resp2.Text() != "There are two files." {
-		t.Errorf("second reply = %q", resp2.Text())
-	}
 	msgs := srv.Requests()[1].Params.Messages
 	if len(msgs) != 3 {
 		t.Fatalf("second request has %d messages, want 3", len(msgs))
@@ -185,7 +117,7 @@ func TestToolUseRoundTrip(t *testing.T) {
 	if asst.Role != "assistant" || len(asst.Content) != 2 || asst.Content[0].Text != "Let me look." || asst.Content[1].Type != "tool_use" {
 		t.Fatalf("assistant message sent back = %+v", asst)
 	}
-	jsonEqual(t, "tool_use input sent back", asst.Content[1].Input, []byte(input))
+	adaptertest.JSONEqual(t, "tool_use input sent back", asst.Content[1].Input, []byte(adaptertest.ToolInput))
 	res := msgs[2].Content[0]
 	if msgs[2].Role != "user" || res.Type != "tool_result" || res.ToolUseID != "toolu_01" || res.ResultText() != "a.txt\nb.txt" || res.IsError {
 		t.Errorf("tool result sent = %+v (text %q), want tool_result for toolu_01", res, res.ResultText())
@@ -196,7 +128,7 @@ func TestToolResultError(t *testing.T) {
 	t.Parallel()
 	c, srv := setup(t, nil)
 	srv.Script(anthropictest.Text("Sorry."))
-	req := ask("run it")
+	req := adaptertest.Ask("run it")
 	req.Messages = append(req.Messages,
 		provider.Message{Role: provider.RoleAssistant, Content: []provider.Block{
 			{Type: provider.BlockText, Text: ""}, // dropped: the API refuses empty text

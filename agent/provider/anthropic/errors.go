@@ -8,47 +8,19 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/url"
-	"time"
 
 	"github.com/latchd/latch/agent/provider"
-	"github.com/latchd/latch/agent/provider/internal/retry"
+	"github.com/latchd/latch/agent/provider/internal/adapter"
 )
 
 // maxErrorBody bounds how much of an error response is read: the API's
 // are a few hundred bytes, a proxy's HTML page may be more.
 const maxErrorBody = 64 << 10
 
-func (c *Client) newError(model string) *provider.Error {
-	return &provider.Error{
-		Provider: Name,
-		Model:    model,
-		Endpoint: c.endpoint,
-		NoKey:    c.key == "",
-	}
-}
-
-// streamBroken is a stream that stopped making sense or ended early.
-func (c *Client) streamBroken(model, why string) *provider.Error {
-	e := c.newError(model)
-	e.Kind, e.Status, e.Temporary = provider.ErrUnavailable, http.StatusOK, true
-	e.Message = provider.Scrub(why, c.key)
-	return e
-}
-
 // netError is a request that got no answer from the API, or whose answer
 // broke off.
 func (c *Client) netError(err error, model string) *provider.Error {
-	e := c.newError(model)
-	e.Kind, e.Temporary = provider.ErrUnavailable, true
-	// A *url.Error starts with the whole request URL, whose path or query
-	// may hold a secret of a proxy's; Endpoint already says where.
-	var ue *url.Error
-	if errors.As(err, &ue) {
-		err = ue.Err
-	}
-	e.Message = provider.Scrub(err.Error(), c.key)
-	return e
+	return c.core.NetError(model, err)
 }
 
 // responseError reads an error response:
@@ -68,15 +40,7 @@ func (c *Client) responseError(resp *http.Response, model string) *provider.Erro
 // apiError is an error the API reported, in a response or in an error
 // event of a stream (status 200).
 func (c *Client) apiError(model string, status int, h http.Header, typ, msg string) *provider.Error {
-	e := c.newError(model)
-	e.Status = status
-	e.Type = provider.Scrub(typ, c.key)
-	e.Message = provider.Scrub(msg, c.key)
-	if e.Message == "" {
-		e.Message = http.StatusText(status)
-	}
-	e.RetryAfter = retry.After(h, time.Now())
-	e.Kind, e.Temporary = kind(typ, status)
+	e := c.core.APIError(model, status, h, typ, msg, kind)
 	if h.Get("X-Should-Retry") == "false" {
 		e.Temporary = false
 	}
@@ -112,16 +76,5 @@ func kind(typ string, status int) (error, bool) {
 	case "invalid_request_error", "billing_error", "request_too_large":
 		return provider.ErrRequest, false
 	}
-	switch {
-	case status == http.StatusUnauthorized || status == http.StatusForbidden:
-		return provider.ErrAuth, false
-	case status == http.StatusNotFound:
-		return provider.ErrModel, false
-	case status == http.StatusTooManyRequests:
-		return provider.ErrRateLimited, true
-	case status == http.StatusRequestTimeout || status >= 500 || status == http.StatusOK:
-		// 200: an error event inside the stream that we do not know.
-		return provider.ErrUnavailable, true
-	}
-	return provider.ErrRequest, false
+	return adapter.StatusKind(status)
 }

@@ -50,7 +50,7 @@ const (
 // context.DeadlineExceeded with errors.Is. Nothing is retried.
 func (c *Client) Model(ctx context.Context, id string) (ModelInfo, error) {
 	if id == "" {
-		return ModelInfo{}, c.noModel()
+		return ModelInfo{}, c.core.NoModel()
 	}
 	u := c.base.JoinPath("v1", "models")
 	// Escaped, so that an id cannot reach another path.
@@ -81,7 +81,7 @@ func (c *Client) Models(ctx context.Context) ([]ModelInfo, error) {
 			HasMore bool          `json:"has_more"`
 			LastID  string        `json:"last_id"`
 		}
-		if err := c.get(ctx, u, c.model, &page); err != nil {
+		if err := c.get(ctx, u, c.core.Model, &page); err != nil {
 			return nil, err
 		}
 		for _, m := range page.Data {
@@ -102,7 +102,7 @@ func (c *Client) get(ctx context.Context, u *url.URL, model string, v any) error
 		return c.netError(err, model)
 	}
 	req.Header.Set("Accept", "application/json")
-	resp, err := c.http.Do(req)
+	resp, err := c.core.HTTP.Do(req)
 	if err != nil {
 		return c.callError(ctx, err, model)
 	}
@@ -115,7 +115,7 @@ func (c *Client) get(ctx context.Context, u *url.URL, model string, v any) error
 		return c.callError(ctx, err, model)
 	}
 	if err := json.Unmarshal(b, v); err != nil {
-		e := c.streamBroken(model, "the answer is not the JSON of the Models API")
+		e := c.core.StreamBroken(model, "the answer is not the JSON of the Models API")
 		e.Status, e.Temporary = resp.StatusCode, false
 		return e
 	}

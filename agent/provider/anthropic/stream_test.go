@@ -16,6 +16,7 @@ import (
 	"github.com/latchd/latch/agent/provider"
 	"github.com/latchd/latch/agent/provider/anthropic"
 	"github.com/latchd/latch/agent/provider/anthropic/anthropictest"
+	"github.com/latchd/latch/agent/provider/internal/adaptertest"
 )
 
 // A turn that thinks, says something and calls a tool, written every way
@@ -46,12 +47,12 @@ func TestFramings(t *testing.T) {
 			c, srv := setup(t, nil)
 			srv.Script(anthropictest.Reply{}.AndThinking("Let me think about this.").AndText(text).
 				AndToolUse("toolu_1", "bash", input).Usage(11, 22).Framed(f))
-			var d deltas
-			resp, err := c.Stream(t.Context(), ask("hi"), d.add)
+			var d adaptertest.Deltas
+			resp, err := c.Stream(t.Context(), adaptertest.Ask("hi"), d.Add)
 			if err != nil {
 				t.Fatalf("Stream: %v", err)
 			}
-			if got := strings.Join(d.all(), ""); got != text || resp.Text() != text {
+			if got := strings.Join(d.All(), ""); got != text || resp.Text() != text {
 				t.Errorf("deltas %q, text %q, want %q (and no thinking)", got, resp.Text(), text)
 			}
 			uses := resp.ToolUses()
@@ -71,7 +72,7 @@ func TestLargeEvents(t *testing.T) {
 	text := strings.Repeat("0123456789", 20_000) // 200 KB in one text_delta
 	input := `{"content":"` + strings.Repeat("abcdefghij", 20_000) + `"}`
 	srv.Script(anthropictest.Text(text).AndToolUse("toolu_1", "write", input).Chunk(len(input)))
-	resp, err := c.Stream(t.Context(), ask("hi"), nil)
+	resp, err := c.Stream(t.Context(), adaptertest.Ask("hi"), nil)
 	if err != nil {
 		t.Fatalf("Stream: %v", err)
 	}
@@ -92,7 +93,7 @@ func TestToolInputInManyPieces(t *testing.T) {
 		AndToolUse("toolu_2", "bash", second).
 		AndToolUse("toolu_3", "ls", ""). // no parameters: only the empty opening piece
 		Chunk(1))                        // input_json_delta pieces of two characters
-	resp, err := c.Stream(t.Context(), ask("hi"), nil)
+	resp, err := c.Stream(t.Context(), adaptertest.Ask("hi"), nil)
 	if err != nil {
 		t.Fatalf("Stream: %v", err)
 	}
@@ -113,31 +114,10 @@ func TestStopReasonsPassThrough(t *testing.T) {
 	for _, stop := range []string{provider.StopMaxTokens, "refusal", "stop_sequence", "pause_turn"} {
 		c, srv := setup(t, nil)
 		srv.Script(anthropictest.Text("cut").StopReason(stop))
-		resp, err := c.Stream(t.Context(), ask("hi"), nil)
+		resp, err := c.Stream(t.Context(), adaptertest.Ask("hi"), nil)
 		if err != nil || resp.StopReason != stop {
 			t.Errorf("stop reason = %q, %v; want %q", resp.StopReason, err, stop)
 		}
-	}
-}
-
-func TestErrorEventAfterText(t *testing.T) {
-	t.Parallel()
-	c, srv := setup(t, nil)
-	srv.Script(anthropictest.Text("Hello there, friend.").ErrorAfter(2, "overloaded_error", "Overloaded"), anthropictest.Text("again"))
-	var d deltas
-	resp, err := c.Stream(t.Context(), ask("hi"), d.add)
-	var pe *provider.Error
-	if !errors.As(err, &pe) || !errors.Is(err, provider.ErrUnavailable) {
-		t.Fatalf("err = %v, want ErrUnavailable", err)
-	}
-	if pe.Type != "overloaded_error" || pe.Message != "Overloaded" || pe.Status != 200 || !pe.Partial {
-		t.Errorf("err = %+v, want the event's type and message, status 200, partial", pe)
-	}
-	if got := strings.Join(d.all(), ""); got != "Hello ther" || resp.Text() != got {
-		t.Errorf("deltas %q, partial text %q, want the two pieces sent", got, resp.Text())
-	}
-	if n := len(srv.Requests()); n != 1 {
-		t.Errorf("fake got %d requests, want 1: text had been delivered", n)
 	}
 }
 
@@ -155,7 +135,7 @@ func TestErrorEventKinds(t *testing.T) {
 	for _, tt := range tests {
 		c, srv := setup(t, func(c *anthropic.Config) { c.MaxRetries = 1 })
 		srv.Script(anthropictest.Text("x").ErrorAfter(0, tt.typ, "no"), anthropictest.Text("x").ErrorAfter(0, tt.typ, "no"))
-		_, err := c.Stream(t.Context(), ask("hi"), nil)
+		_, err := c.Stream(t.Context(), adaptertest.Ask("hi"), nil)
 		if !errors.Is(err, tt.kind) || len(srv.Requests()) != tt.reqs {
 			t.Errorf("%s: err = %v after %d requests, want %v after %d", tt.typ, err, len(srv.Requests()), tt.kind, tt.reqs)
 		}
@@ -167,7 +147,7 @@ func TestCutInToolInput(t *testing.T) {
 	c, srv := setup(t, nil)
 	// Two text deltas, then the connection drops inside the tool input.
 	srv.Script(anthropictest.Text("Let me").AndToolUse("toolu_1", "bash", `{"command":"rm -rf /tmp/x"}`).Chunk(3).CutAfter(4))
-	resp, err := c.Stream(t.Context(), ask("hi"), nil)
+	resp, err := c.Stream(t.Context(), adaptertest.Ask("hi"), nil)
 	var pe *provider.Error
 	if !errors.As(err, &pe) || !errors.Is(err, provider.ErrUnavailable) || !pe.Partial {
 		t.Fatalf("err = %v, want a partial ErrUnavailable", err)
@@ -182,7 +162,7 @@ func TestRetryAfterMilliseconds(t *testing.T) {
 	c, srv := setup(t, nil)
 	srv.Script(anthropictest.Overloaded().Header("Retry-After-Ms", "400"), anthropictest.Text("ok"))
 	start := time.Now()
-	resp, err := c.Stream(t.Context(), ask("hi"), nil)
+	resp, err := c.Stream(t.Context(), adaptertest.Ask("hi"), nil)
 	if err != nil || resp.Text() != "ok" {
 		t.Fatalf("Stream = %q, %v; want ok", resp.Text(), err)
 	}
@@ -195,7 +175,7 @@ func TestShouldRetryFalse(t *testing.T) {
 	t.Parallel()
 	c, srv := setup(t, nil)
 	srv.Script(anthropictest.ServerError().Header("X-Should-Retry", "false"), anthropictest.Text("not asked for"))
-	if _, err := c.Stream(t.Context(), ask("hi"), nil); !errors.Is(err, provider.ErrUnavailable) {
+	if _, err := c.Stream(t.Context(), adaptertest.Ask("hi"), nil); !errors.Is(err, provider.ErrUnavailable) {
 		t.Fatalf("err = %v, want ErrUnavailable", err)
 	}
 	if n := len(srv.Requests()); n != 1 {
@@ -276,7 +256,7 @@ func TestStreamShapes(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			resp, err := c.Stream(t.Context(), ask("hi"), nil)
+			resp, err := c.Stream(t.Context(), adaptertest.Ask("hi"), nil)
 			if tt.kind == nil {
 				if err != nil || resp.Text() != tt.text {
 					t.Fatalf("Stream = %q, %v; want %q", resp.Text(), err, tt.text)
@@ -309,7 +289,7 @@ func TestRedirectKeepsKeyHome(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Stream(t.Context(), ask("hi"), nil); !errors.Is(err, provider.ErrAuth) {
+	if _, err := c.Stream(t.Context(), adaptertest.Ask("hi"), nil); !errors.Is(err, provider.ErrAuth) {
 		t.Errorf("err = %v, want ErrAuth from the other host, which got no key", err)
 	}
 	for _, r := range fake.Requests() {
@@ -327,7 +307,7 @@ func TestRedirectKeepsKeyHome(t *testing.T) {
 	t.Cleanup(home.Close)
 	c2, _ := anthropic.New(anthropic.Config{APIKey: testKey, BaseURL: home.URL, Model: testModel})
 	fake.Script(anthropictest.Text("moved"))
-	resp, err := c2.Stream(t.Context(), ask("hi"), nil)
+	resp, err := c2.Stream(t.Context(), adaptertest.Ask("hi"), nil)
 	if err != nil || resp.Text() != "moved" {
 		t.Errorf("Stream through a same-host redirect = %q, %v; want moved", resp.Text(), err)
 	}

@@ -4,14 +4,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"strings"
-	"time"
 
 	goopenai "github.com/sashabaranov/go-openai"
 
 	"github.com/latchd/latch/agent/provider"
-	"github.com/latchd/latch/agent/provider/internal/retry"
+	"github.com/latchd/latch/agent/provider/internal/adapter"
 )
 
 // accumulator assembles the assistant message from stream chunks.
@@ -150,63 +148,41 @@ func stopReason(finish string, calls bool) string {
 	return finish
 }
 
-func (c *Client) newError(model string) *provider.Error {
-	return &provider.Error{
-		Provider: Name,
-		Model:    model,
-		Endpoint: c.endpoint,
-		NoKey:    c.key == "",
-	}
-}
-
-// streamBroken is a stream that ended before the message did.
-func (c *Client) streamBroken(model, why string) *provider.Error {
-	e := c.newError(model)
-	e.Kind, e.Status, e.Temporary = provider.ErrUnavailable, http.StatusOK, true
-	e.Message = why
-	return e
-}
-
 // classify sorts an SDK or network error into a provider.Error. The SDK
 // error itself is not kept.
 func (c *Client) classify(err error, model string, rec *recorder) *provider.Error {
-	e := c.newError(model)
-	e.Message = provider.Scrub(err.Error(), c.key)
 	if !rec.called {
 		// The SDK refused the request before sending it: it knows this
 		// model cannot be used this way (a reasoning model with tools, a
 		// completions-only model).
+		e := c.core.Error(model)
 		e.Kind = provider.ErrModel
+		e.Message = provider.Scrub(err.Error(), c.core.Key)
 		return e
 	}
-	e.Status = rec.status()
 	var (
-		ae *goopenai.APIError
-		re *goopenai.RequestError
+		ae       *goopenai.APIError
+		re       *goopenai.RequestError
+		typ, msg string
 	)
 	switch {
 	case errors.As(err, &re):
 		// An error status without OpenAI's error JSON: a proxy's page, a
 		// server's plain text or its own JSON. Checked first: for JSON of
 		// another shape the SDK wraps an empty APIError in it.
-		e.Message = provider.Scrub(bodyMessage(re.Body), c.key)
+		msg = bodyMessage(re.Body)
 	case errors.As(err, &ae):
-		e.Type = ae.Type
+		typ, msg = ae.Type, ae.Message
 		if code, ok := ae.Code.(string); ok && code != "" {
-			e.Type = code
+			typ = code
 		}
-		e.Message = provider.Scrub(ae.Message, c.key)
 	default:
 		// No answer, or a stream that broke.
-		e.Kind, e.Temporary = provider.ErrUnavailable, true
+		e := c.core.NetError(model, err)
+		e.Status = rec.status()
 		return e
 	}
-	if e.Message == "" {
-		e.Message = http.StatusText(e.Status)
-	}
-	e.RetryAfter = retry.After(rec.header(), time.Now())
-	e.Kind, e.Temporary = kind(e.Status, e.Type)
-	return e
+	return c.core.APIError(model, rec.status(), rec.header(), typ, msg, kind)
 }
 
 // bodyMessage finds the explanation in an error body that is not OpenAI's
@@ -235,7 +211,7 @@ func bodyMessage(body []byte) string {
 
 // kind maps the error code, or failing that the HTTP status, to a provider
 // error kind, and says whether trying again may help.
-func kind(status int, code string) (error, bool) {
+func kind(code string, status int) (error, bool) {
 	switch code {
 	case "invalid_api_key", "invalid_authentication":
 		return provider.ErrAuth, false
@@ -246,16 +222,5 @@ func kind(status int, code string) (error, bool) {
 	case "insufficient_quota", "billing_hard_limit_reached", "context_length_exceeded":
 		return provider.ErrRequest, false
 	}
-	switch {
-	case status == http.StatusUnauthorized || status == http.StatusForbidden:
-		return provider.ErrAuth, false
-	case status == http.StatusNotFound:
-		return provider.ErrModel, false
-	case status == http.StatusTooManyRequests:
-		return provider.ErrRateLimited, true
-	case status == http.StatusRequestTimeout || status >= 500 || status == http.StatusOK:
-		// 200: an error sent inside the stream.
-		return provider.ErrUnavailable, true
-	}
-	return provider.ErrRequest, false
+	return adapter.StatusKind(status)
 }

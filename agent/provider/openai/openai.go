@@ -20,11 +20,9 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -32,6 +30,7 @@ import (
 	goopenai "github.com/sashabaranov/go-openai"
 
 	"github.com/latchd/latch/agent/provider"
+	"github.com/latchd/latch/agent/provider/internal/adapter"
 	"github.com/latchd/latch/agent/provider/internal/retry"
 )
 
@@ -80,7 +79,7 @@ type Config struct {
 // scheme and host, so a Config that ends up in a log carries no secret.
 // GoString and LogValue say the same.
 func (c Config) String() string {
-	return provider.DescribeConfig("openai", cmp.Or(c.BaseURL, DefaultBaseURL), c.Model, c.APIKey)
+	return provider.DescribeConfig(Name, cmp.Or(c.BaseURL, DefaultBaseURL), c.Model, c.APIKey)
 }
 
 // GoString is String, for %#v.
@@ -91,12 +90,8 @@ func (c Config) LogValue() slog.Value { return slog.StringValue(c.String()) }
 
 // Client calls a Chat Completions API. It is safe for concurrent use.
 type Client struct {
-	conf     goopenai.ClientConfig
-	http     *http.Client
-	model    string
-	key      string
-	endpoint string
-	policy   retry.Policy
+	core adapter.Core
+	conf goopenai.ClientConfig
 	// noStreamOptions is set once the server has refused
 	// stream_options.include_usage.
 	noStreamOptions atomic.Bool
@@ -107,33 +102,19 @@ var _ provider.Provider = (*Client)(nil)
 // New returns a Client for cfg. It fails only for a BaseURL that is not an
 // http or https URL.
 func New(cfg Config) (*Client, error) {
-	base := cmp.Or(cfg.BaseURL, DefaultBaseURL)
-	if u, err := url.Parse(base); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, errors.New("openai: base_url must be an http:// or https:// URL")
+	core, err := adapter.New(Name, DefaultBaseURL, adapter.Config(cfg))
+	if err != nil {
+		return nil, err
 	}
 	conf := goopenai.DefaultConfig(cfg.APIKey)
-	conf.BaseURL = base
+	conf.BaseURL = core.BaseURL
 	conf.EmptyMessagesLimit = emptyLineLimit
-	return &Client{
-		conf:     conf,
-		http:     retry.HTTPClient(cfg.HTTPClient),
-		model:    cfg.Model,
-		key:      cfg.APIKey,
-		endpoint: provider.Endpoint(base),
-		policy: retry.Policy{
-			Provider:   Name,
-			MaxRetries: cfg.MaxRetries,
-			Idle:       cfg.Timeout,
-			Logger:     cfg.Logger,
-		},
-	}, nil
+	return &Client{core: core, conf: conf}, nil
 }
 
 // String describes c without its API key; GoString and LogValue say the
 // same.
-func (c *Client) String() string {
-	return fmt.Sprintf("openai.Client{Endpoint: %q, Model: %q}", c.endpoint, c.model)
-}
+func (c *Client) String() string { return c.core.String() }
 
 // GoString is String, for %#v.
 func (c *Client) GoString() string { return c.String() }
@@ -146,27 +127,14 @@ func (c *Client) Name() string { return Name }
 
 // Stream sends req as a streaming chat completion. See provider.Provider.
 func (c *Client) Stream(ctx context.Context, req provider.Request, onText func(string)) (provider.Response, error) {
-	model := cmp.Or(req.Model, c.model)
-	if model == "" {
-		e := c.newError("")
-		e.Kind = provider.ErrModel
-		e.Message = "no model configured"
-		return provider.Response{}, e
-	}
-	creq, err := encode(req, model)
-	if err != nil {
-		return provider.Response{}, fmt.Errorf("openai: %w", err)
-	}
-	return retry.Do(ctx, c.policy, onText, func(ctx context.Context, a *retry.Attempt) (provider.Response, error) {
-		return c.attempt(ctx, creq, model, a)
-	})
+	return adapter.Stream(ctx, &c.core, req, onText, encode, c.attempt)
 }
 
 // attempt makes one streaming request and reads it to the end.
 func (c *Client) attempt(ctx context.Context, creq goopenai.ChatCompletionRequest, model string, a *retry.Attempt) (provider.Response, error) {
 	// The SDK keeps the response headers of a failed request to itself; a
 	// recorder per attempt keeps them for Retry-After.
-	rec := &recorder{inner: c.http}
+	rec := &recorder{inner: c.core.HTTP}
 	defer rec.close()
 	conf := c.conf
 	conf.HTTPClient = rec
@@ -203,7 +171,7 @@ func (c *Client) attempt(ctx context.Context, creq goopenai.ChatCompletionReques
 		acc.add(chunk, a.Text)
 	}
 	if !acc.finished {
-		return acc.partial(), c.streamBroken(model, "the stream ended without a finish_reason")
+		return acc.partial(), c.core.StreamBroken(model, "the stream ended without a finish_reason")
 	}
 	return acc.response(), nil
 }

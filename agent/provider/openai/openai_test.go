@@ -1,17 +1,18 @@
 package openai_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
+	"net/http"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 
 	goopenai "github.com/sashabaranov/go-openai"
 
 	"github.com/latchd/latch/agent/provider"
+	"github.com/latchd/latch/agent/provider/internal/adapter"
+	"github.com/latchd/latch/agent/provider/internal/adaptertest"
 	"github.com/latchd/latch/agent/provider/openai"
 	"github.com/latchd/latch/agent/provider/openai/openaitest"
 )
@@ -21,85 +22,55 @@ const (
 	testModel = "gpt-test-1"
 )
 
-var bashSchema = json.RawMessage(`{"type":"object","properties":{"command":{"type":"string","description":"shell command"},"timeout":{"type":"integer"}},"required":["command"],"additionalProperties":false}`)
-
 // setup starts a fake and a client pointed at it; edit adjusts the config.
 func setup(t *testing.T, edit func(*openai.Config)) (*openai.Client, *openaitest.Server) {
 	t.Helper()
 	srv := openaitest.New(testKey)
-	t.Cleanup(srv.Close)
 	cfg := openai.Config{APIKey: testKey, BaseURL: srv.URL(), Model: testModel}
-	if edit != nil {
-		edit(&cfg)
-	}
-	c, err := openai.New(cfg)
-	if err != nil {
-		t.Fatalf("New: %v", err)
-	}
-	return c, srv
+	return adaptertest.Setup(t, srv, cfg, edit, openai.New), srv
 }
 
-func ask(text string) provider.Request {
-	return provider.Request{
-		System:   "You are latch.",
-		Messages: []provider.Message{{Role: provider.RoleUser, Content: []provider.Block{{Type: provider.BlockText, Text: text}}}},
-	}
-}
-
-// deltas collects what onText receives.
-type deltas struct {
-	mu  sync.Mutex
-	got []string
-}
-
-func (d *deltas) add(s string) { d.mu.Lock(); d.got = append(d.got, s); d.mu.Unlock() }
-func (d *deltas) all() []string {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return append([]string(nil), d.got...)
-}
-
-func jsonEqual(t *testing.T, what string, got, want []byte) {
-	t.Helper()
-	var g, w any
-	if err := json.Unmarshal(got, &g); err != nil {
-		t.Fatalf("%s: %v in %s", what, err, got)
-	}
-	if err := json.Unmarshal(want, &w); err != nil {
-		t.Fatalf("%s: want: %v", what, err)
-	}
-	gb, _ := json.Marshal(g)
-	wb, _ := json.Marshal(w)
-	if !bytes.Equal(gb, wb) {
-		t.Errorf("%s = %s, want %s", what, gb, wb)
+// kit is the client and its fake as the shared scenarios drive them.
+func kit() adaptertest.Kit[openaitest.Reply] {
+	return adaptertest.Kit[openaitest.Reply]{
+		Key:   testKey,
+		Model: testModel,
+		Start: func(t *testing.T, edit func(*adapter.Config)) (provider.Provider, adaptertest.Fake[openaitest.Reply]) {
+			c, srv := setup(t, func(c *openai.Config) { edit((*adapter.Config)(c)) })
+			return c, adaptertest.NewFake(srv, func(r openaitest.Request) http.Header { return r.Header })
+		},
+		New: func(cfg adapter.Config) (any, provider.Provider, error) {
+			c, err := openai.New(openai.Config(cfg))
+			return openai.Config(cfg), c, err
+		},
+		Text:    openaitest.Text,
+		ToolUse: openaitest.ToolUse,
+		APIError: func(status int, errType, message string) openaitest.Reply {
+			return openaitest.APIError(status, errType, "", message)
+		},
+		RateLimited:      openaitest.RateLimited,
+		ServerError:      openaitest.ServerError,
+		Overloaded:       openaitest.Overloaded,
+		OverloadedStatus: 503,
+		StreamErrType:    "server_error",
+		StreamErrMessage: "The server had an error",
 	}
 }
 
-func TestStreamText(t *testing.T) {
+// The scenarios every adapter shares: a streamed reply, and the failures.
+func TestScenarios(t *testing.T) {
+	t.Parallel()
+	adaptertest.Run(t, kit())
+}
+
+// What a request sends; what comes back is the StreamText scenario's.
+func TestRequest(t *testing.T) {
 	t.Parallel()
 	c, srv := setup(t, nil)
-	const reply = "Hello! Here is a reply that arrives in several pieces."
-	srv.Script(openaitest.Text(reply).Usage(42, 17))
-
-	var d deltas
-	resp, err := c.Stream(t.Context(), ask("hi"), d.add)
-	if err != nil {
+	srv.Script(openaitest.Text("Hello!"))
+	if _, err := c.Stream(t.Context(), adaptertest.Ask("hi"), nil); err != nil {
 		t.Fatalf("Stream: %v", err)
 	}
-	got := d.all()
-	if len(got) < 3 {
-		t.Errorf("got %d deltas, want the reply in several pieces: %q", len(got), got)
-	}
-	if joined := strings.Join(got, ""); joined != reply {
-		t.Errorf("deltas joined = %q, want %q", joined, reply)
-	}
-	if resp.Text() != reply || resp.StopReason != provider.StopEndTurn {
-		t.Errorf("response = %q (%s), want the reply and end_turn", resp.Text(), resp.StopReason)
-	}
-	if resp.Usage != (provider.Usage{InputTokens: 42, OutputTokens: 17}) {
-		t.Errorf("usage = %+v, want 42 in, 17 out", resp.Usage)
-	}
-
 	reqs := srv.Requests()
 	if len(reqs) != 1 {
 		t.Fatalf("fake got %d requests, want 1", len(reqs))
@@ -130,7 +101,7 @@ func TestLocalServerWithoutKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv.Script(openaitest.Text("local reply"))
-	req := ask("hi")
+	req := adaptertest.Ask("hi")
 	req.MaxTokens = 256
 	resp, err := c.Stream(t.Context(), req, nil)
 	if err != nil || resp.Text() != "local reply" {
@@ -151,7 +122,7 @@ func TestServerRefusingStreamOptions(t *testing.T) {
 	srv.RejectFields("stream_options")
 	srv.Script(openaitest.Text("first"), openaitest.Text("second"))
 	for _, want := range []string{"first", "second"} {
-		resp, err := c.Stream(t.Context(), ask("hi"), nil)
+		resp, err := c.Stream(t.Context(), adaptertest.Ask("hi"), nil)
 		if err != nil || resp.Text() != want {
 			t.Fatalf("Stream = %q, %v; want %q", resp.Text(), err, want)
 		}
@@ -169,7 +140,7 @@ func TestReasoningModelGetsMaxCompletionTokens(t *testing.T) {
 	t.Parallel()
 	c, srv := setup(t, func(c *openai.Config) { c.Model = "gpt-5-mini" })
 	srv.Script(openaitest.Text("ok"))
-	req := ask("hi")
+	req := adaptertest.Ask("hi")
 	req.MaxTokens = 1000
 	if _, err := c.Stream(t.Context(), req, nil); err != nil {
 		t.Fatalf("Stream: %v", err)
@@ -184,8 +155,8 @@ func TestSDKRefusalIsModelError(t *testing.T) {
 	t.Parallel()
 	// go-openai refuses tools with this reasoning model before sending.
 	c, srv := setup(t, func(c *openai.Config) { c.Model = goopenai.GPT6Sol })
-	req := ask("hi")
-	req.Tools = []provider.Tool{{Name: "bash", Schema: bashSchema}}
+	req := adaptertest.Ask("hi")
+	req.Tools = []provider.Tool{{Name: "bash", Schema: adaptertest.BashSchema}}
 	_, err := c.Stream(t.Context(), req, nil)
 	if !errors.Is(err, provider.ErrModel) {
 		t.Fatalf("err = %v, want ErrModel", err)
@@ -201,50 +172,18 @@ func TestSDKRefusalIsModelError(t *testing.T) {
 func TestToolUseRoundTrip(t *testing.T) {
 	t.Parallel()
 	c, srv := setup(t, nil)
-	input := `{"command":"ls -la /tmp","timeout":30}`
 	srv.Script(
-		openaitest.Text("Let me look.").AndToolUse("call_abc", "bash", input),
+		openaitest.Text("Let me look.").AndToolUse("call_abc", "bash", adaptertest.ToolInput),
 		openaitest.Text("There are two files."),
 	)
-	req := ask("what is in /tmp?")
-	req.Tools = []provider.Tool{{Name: "bash", Description: "Run a shell command.", Schema: bashSchema}}
-
-	var d deltas
-	resp, err := c.Stream(t.Context(), req, d.add)
-	if err != nil {
-		t.Fatalf("Stream: %v", err)
-	}
-	if resp.StopReason != provider.StopToolUse {
-		t.Errorf("stop reason = %q, want tool_use", resp.StopReason)
-	}
-	if strings.Join(d.all(), "") != "Let me look." {
-		t.Errorf("deltas = %q, want only the text", d.all())
-	}
-	uses := resp.ToolUses()
-	if len(uses) != 1 || uses[0].ID != "call_abc" || uses[0].Name != "bash" {
-		t.Fatalf("tool uses = %+v, want one bash call call_abc", uses)
-	}
-	jsonEqual(t, "tool input", uses[0].Input, []byte(input))
+	adaptertest.ToolUseRoundTrip(t, c, "call_abc")
 
 	tools := srv.Requests()[0].Params.Tools
 	if len(tools) != 1 || tools[0].Type != "function" || tools[0].Function.Name != "bash" || tools[0].Function.Description != "Run a shell command." {
 		t.Fatalf("tools sent = %+v, want the bash function", tools)
 	}
-	jsonEqual(t, "parameters", tools[0].Function.Parameters, bashSchema)
+	adaptertest.JSONEqual(t, "parameters", tools[0].Function.Parameters, adaptertest.BashSchema)
 
-	req.Messages = append(req.Messages,
-		provider.Message{Role: provider.RoleAssistant, Content: resp.Content},
-		provider.Message{Role: provider.RoleUser, Content: []provider.Block{
-			{Type: provider.BlockToolResult, ID: "call_abc", Text: "a.txt\nb.txt"},
-		}},
-	)
-	resp2, err := c.Stream(t.Context(), req, nil)
-	if err != nil {
-		t.Fatalf("second Stream: %v", err)
-	}
-	if resp2.Text() != "There are two files." {
-		t.Errorf("second reply = %q", resp2.Text())
-	}
 	msgs := srv.Requests()[1].Params.Messages
 	if len(msgs) != 4 {
 		t.Fatalf("second request has %d messages, want 4: %+v", len(msgs), msgs)
@@ -257,7 +196,7 @@ func TestToolUseRoundTrip(t *testing.T) {
 	if tc.ID != "call_abc" || tc.Type != "function" || tc.Function.Name != "bash" {
 		t.Errorf("tool call sent back = %+v", tc)
 	}
-	jsonEqual(t, "arguments sent back", []byte(tc.Function.Arguments), []byte(input))
+	adaptertest.JSONEqual(t, "arguments sent back", []byte(tc.Function.Arguments), []byte(adaptertest.ToolInput))
 	if tool := msgs[3]; tool.Role != "tool" || tool.ToolCallID != "call_abc" || tool.Text() != "a.txt\nb.txt" {
 		t.Errorf("tool message = %+v (text %q), want the result for call_abc", tool, tool.Text())
 	}
@@ -270,7 +209,7 @@ func TestParallelToolCallsAndResults(t *testing.T) {
 		openaitest.ToolUse("call_1", "read", `{"path":"a.txt"}`).AndToolUse("call_2", "read", `{"path":"b.txt"}`),
 		openaitest.Text("done"),
 	)
-	req := ask("read both")
+	req := adaptertest.Ask("read both")
 	req.Tools = []provider.Tool{{Name: "read", Schema: json.RawMessage(`{"type":"object","properties":{"path":{"type":"string"}}}`)}}
 	resp, err := c.Stream(t.Context(), req, nil)
 	if err != nil {
@@ -280,7 +219,7 @@ func TestParallelToolCallsAndResults(t *testing.T) {
 	if len(uses) != 2 || uses[0].ID != "call_1" || uses[1].ID != "call_2" {
 		t.Fatalf("tool uses = %+v, want call_1 and call_2 in order", uses)
 	}
-	jsonEqual(t, "second input", uses[1].Input, []byte(`{"path":"b.txt"}`))
+	adaptertest.JSONEqual(t, "second input", uses[1].Input, []byte(`{"path":"b.txt"}`))
 
 	req.Messages = append(req.Messages,
 		provider.Message{Role: provider.RoleAssistant, Content: resp.Content},
@@ -369,7 +308,7 @@ func TestToolCallVariants(t *testing.T) {
 			t.Parallel()
 			c, srv := setup(t, nil)
 			srv.Script(tt.reply)
-			resp, err := c.Stream(t.Context(), ask("go"), nil)
+			resp, err := c.Stream(t.Context(), adaptertest.Ask("go"), nil)
 			if err != nil {
 				t.Fatalf("Stream: %v", err)
 			}
@@ -398,7 +337,7 @@ func TestBadArgumentsRoundTrip(t *testing.T) {
 	c, srv := setup(t, nil)
 	bad := `{"path": "unterminated`
 	srv.Script(openaitest.ToolUse("c1", "ls", bad), openaitest.Text("sorry"))
-	req := ask("go")
+	req := adaptertest.Ask("go")
 	resp, err := c.Stream(t.Context(), req, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -15,12 +15,10 @@ const modelCreated = "2025-09-29T00:00:00Z"
 // serveModels answers GET /v1/models (paged with limit and after_id, as
 // the API pages it) and GET /v1/models/{id}.
 func (s *Server) serveModels(w http.ResponseWriter, r *http.Request, reqID string) {
-	s.mu.Lock()
-	known, list := s.models, slices.Clone(s.modelList)
-	s.mu.Unlock()
+	list := s.api.ModelList()
 	w.Header().Set("Request-Id", reqID)
 	if id, ok := strings.CutPrefix(r.URL.Path, "/v1/models/"); ok {
-		if id == "" || strings.Contains(id, "/") || known != nil && !known[id] {
+		if id == "" || strings.Contains(id, "/") || !s.api.KnowsModel(id) {
 			writeError(w, reqID, &apiError{status: http.StatusNotFound, typ: "not_found_error", msg: "model: " + id})
 			return
 		}

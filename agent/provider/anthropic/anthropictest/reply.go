@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"slices"
 	"time"
+
+	"github.com/latchd/latch/agent/provider/internal/fakeapi"
 )
 
 // Reply is how the fake answers one request: a model turn streamed as
@@ -17,11 +19,8 @@ type Reply struct {
 	status     int // non-zero: answer with this HTTP error instead of a stream
 	errType    string
 	errMessage string
-	header     http.Header
 
-	delay   time.Duration
-	halt    halt
-	pause   pause
+	faults  fakeapi.Faults // delay, headers, halt, pause
 	chunk   int
 	framing Framing
 }
@@ -56,31 +55,6 @@ type Framing struct {
 	// NoSpace writes "data:{…}", without the optional space after the
 	// colon.
 	NoSpace bool
-}
-
-// pause holds the stream for d once `after` deltas have been sent.
-type pause struct {
-	on    bool
-	after int
-	d     time.Duration
-}
-
-type haltMode int
-
-const (
-	haltNone  haltMode = iota
-	haltCut            // drop the connection
-	haltEnd            // end the stream cleanly, without message_delta and message_stop
-	haltStall          // keep the connection open and send nothing more
-	haltError          // send an error event and end the stream
-)
-
-// halt interrupts the stream once `after` content_block_delta events have
-// been sent.
-type halt struct {
-	mode     haltMode
-	after    int
-	typ, msg string
 }
 
 // Text is a model turn that says s, streamed in several text_delta pieces,
@@ -128,43 +102,35 @@ func (r Reply) Chunk(n int) Reply { r.chunk = max(n, 1); return r }
 
 // Delay holds back the response — status line included — for d: a slow
 // first byte.
-func (r Reply) Delay(d time.Duration) Reply { r.delay = d; return r }
+func (r Reply) Delay(d time.Duration) Reply { r.faults.Delay = d; return r }
 
 // Header adds a response header.
-func (r Reply) Header(key, value string) Reply {
-	h := r.header.Clone()
-	if h == nil {
-		h = http.Header{}
-	}
-	h.Add(key, value)
-	r.header = h
-	return r
-}
+func (r Reply) Header(key, value string) Reply { r.faults = r.faults.WithHeader(key, value); return r }
 
 // CutAfter drops the connection without ending the stream once n
 // content_block_delta events have been sent (0: right after message_start).
-func (r Reply) CutAfter(n int) Reply { r.halt = halt{mode: haltCut, after: n}; return r }
+func (r Reply) CutAfter(n int) Reply { r.faults = r.faults.CutAfter(n); return r }
 
 // EndAfter ends the response cleanly once n content_block_delta events have
 // been sent, so the stream lacks message_delta and message_stop.
-func (r Reply) EndAfter(n int) Reply { r.halt = halt{mode: haltEnd, after: n}; return r }
+func (r Reply) EndAfter(n int) Reply { r.faults = r.faults.EndAfter(n); return r }
 
 // StallAfter stops sending once n content_block_delta events have been sent
 // and holds the connection open until the client goes away.
-func (r Reply) StallAfter(n int) Reply { r.halt = halt{mode: haltStall, after: n}; return r }
+func (r Reply) StallAfter(n int) Reply { r.faults = r.faults.StallAfter(n); return r }
 
 // ErrorAfter sends an error event (as the API does when it is overloaded
 // mid-stream) once n content_block_delta events have been sent, and ends
 // the stream.
 func (r Reply) ErrorAfter(n int, errType, message string) Reply {
-	r.halt = halt{mode: haltError, after: n, typ: errType, msg: message}
+	r.faults = r.faults.ErrorAfter(n, errType, message)
 	return r
 }
 
 // PauseAfter stops for d once n content_block_delta events have been sent, sending
 // a ping event, as the API does while a model is slow, every 100ms meanwhile, then goes on.
 func (r Reply) PauseAfter(n int, d time.Duration) Reply {
-	r.pause = pause{on: true, after: n, d: d}
+	r.faults = r.faults.PauseAfter(n, d)
 	return r
 }
 
@@ -180,8 +146,7 @@ func RateLimited(retryAfter time.Duration) Reply {
 	r := APIError(http.StatusTooManyRequests, "rate_limit_error",
 		"This request would exceed the rate limit for your organization of 50 requests per minute.")
 	if retryAfter > 0 {
-		secs := int((retryAfter + time.Second - 1) / time.Second)
-		r = r.Header("Retry-After", itoa(secs))
+		r = r.Header("Retry-After", fakeapi.RetryAfter(retryAfter))
 	}
 	return r
 }

@@ -18,110 +18,59 @@ package anthropictest
 
 import (
 	"encoding/json"
-	"fmt"
-	"io"
-	"net"
 	"net/http"
-	"net/http/httptest"
-	"slices"
 	"strconv"
 	"strings"
-	"sync"
-	"time"
-)
 
-const maxRequestBody = 32 << 20
+	"github.com/latchd/latch/agent/provider/internal/fakeapi"
+)
 
 // Server is a running fake Messages API that accepts one API key. All
 // methods are safe for concurrent use.
 type Server struct {
-	key       string
-	srv       *httptest.Server
-	done      chan struct{}
-	closeOnce sync.Once
-
-	mu        sync.Mutex
-	script    []Reply
-	requests  []Request
-	models    map[string]bool // nil: every model is known
-	modelList []string
-	nextID    int
+	key string
+	api *fakeapi.Server[Reply, Request]
 }
 
 // New starts a fake on 127.0.0.1 that accepts apiKey.
 func New(apiKey string) *Server {
-	s := &Server{key: apiKey, done: make(chan struct{})}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		panic(fmt.Sprintf("anthropictest: listen on loopback: %v", err))
-	}
-	s.srv = httptest.NewUnstartedServer(http.HandlerFunc(s.serve))
-	s.srv.Listener.Close()
-	s.srv.Listener = ln
-	s.srv.Start()
+	s := &Server{key: apiKey, api: fakeapi.New[Reply, Request]()}
+	s.api.Start("anthropictest", http.HandlerFunc(s.serve))
 	return s
 }
 
 // URL is the base URL to configure (the API root, without /v1).
-func (s *Server) URL() string { return s.srv.URL }
+func (s *Server) URL() string { return s.api.URL() }
 
 // Close stops the server; stalled and delayed replies end at once.
-func (s *Server) Close() {
-	s.closeOnce.Do(func() {
-		close(s.done)
-		s.srv.CloseClientConnections()
-		s.srv.Close()
-	})
-}
+func (s *Server) Close() { s.api.Close() }
 
 // Script queues replies; each request that passes the checks takes the
 // next one. A request with nothing left to take gets a 400 saying so.
-func (s *Server) Script(replies ...Reply) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.script = append(s.script, replies...)
-}
+func (s *Server) Script(replies ...Reply) { s.api.Script(replies...) }
 
 // Pending is how many scripted replies have not been taken yet.
-func (s *Server) Pending() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.script)
-}
+func (s *Server) Pending() int { return s.api.Pending() }
 
 // Models limits the models the fake knows: a request for another, to the
 // Messages or the Models API, gets 404 not_found_error, as from the API.
 // GET /v1/models lists them in the order given (the API lists the newest
 // first). With no call, every model is known and the list is empty.
-func (s *Server) Models(names ...string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.models = map[string]bool{}
-	s.modelList = slices.Clone(names)
-	for _, n := range names {
-		s.models[n] = true
-	}
-}
+func (s *Server) Models(names ...string) { s.api.SetModels(names...) }
 
 // Requests returns every request received so far, in order, including
 // those that were refused.
-func (s *Server) Requests() []Request {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := make([]Request, len(s.requests))
-	copy(out, s.requests)
-	return out
-}
+func (s *Server) Requests() []Request { return s.api.Requests() }
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxRequestBody))
+	body, err := fakeapi.ReadBody(w, r)
 	if err != nil {
 		writeError(w, "", &apiError{status: http.StatusRequestEntityTooLarge, typ: "request_too_large", msg: "Request exceeds the maximum allowed number of bytes."})
 		return
 	}
 	req := Request{Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), Body: body}
 	perr := json.Unmarshal(body, &req.Params)
-	reqID := s.record(req)
+	reqID := "req_fake_" + strconv.Itoa(s.api.Record(req))
 
 	models := r.Method == http.MethodGet && (r.URL.Path == "/v1/models" || strings.HasPrefix(r.URL.Path, "/v1/models/"))
 	if !models && (r.Method != http.MethodPost || r.URL.Path != "/v1/messages") {
@@ -156,28 +105,19 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		writeError(w, reqID, invalid("anthropictest: only streaming requests are faked"))
 		return
 	}
-	reply, ok := s.take()
+	reply, ok := s.api.Take()
 	if !ok {
 		writeError(w, reqID, invalid("anthropictest: no reply scripted for this request"))
 		return
 	}
-	if !s.wait(r, reply.delay) {
+	if !s.api.Wait(r, reply.faults.Delay) {
 		return
 	}
 	if reply.status != 0 {
-		writeError(w, reqID, &apiError{status: reply.status, typ: reply.errType, msg: reply.errMessage, header: reply.header})
+		writeError(w, reqID, &apiError{status: reply.status, typ: reply.errType, msg: reply.errMessage, header: reply.faults.Header})
 		return
 	}
 	s.stream(w, r, reqID, req, reply)
-}
-
-// record keeps req and returns the request id the response carries.
-func (s *Server) record(req Request) string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.requests = append(s.requests, req)
-	s.nextID++
-	return "req_fake_" + strconv.Itoa(s.nextID)
 }
 
 func (s *Server) authorize(h http.Header) *apiError {
@@ -195,40 +135,10 @@ func (s *Server) authorize(h http.Header) *apiError {
 }
 
 func (s *Server) checkModel(model string) *apiError {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.models == nil || model == "" || s.models[model] {
+	if model == "" || s.api.KnowsModel(model) {
 		return nil
 	}
 	return &apiError{status: http.StatusNotFound, typ: "not_found_error", msg: "model: " + model}
-}
-
-func (s *Server) take() (Reply, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if len(s.script) == 0 {
-		return Reply{}, false
-	}
-	r := s.script[0]
-	s.script = s.script[1:]
-	return r, true
-}
-
-// wait sleeps for d unless the client leaves or the server closes first;
-// it reports whether to go on answering.
-func (s *Server) wait(r *http.Request, d time.Duration) bool {
-	if d <= 0 {
-		return true
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-r.Context().Done():
-	case <-s.done:
-	}
-	return false
 }
 
 // apiError is an error answer in the API's shape.
@@ -256,19 +166,18 @@ func errorBody(typ, msg, reqID string) []byte {
 }
 
 func writeError(w http.ResponseWriter, reqID string, e *apiError) {
-	for k, vs := range e.header {
-		for _, v := range vs {
-			w.Header().Add(k, v)
-		}
-	}
-	b := errorBody(e.typ, e.msg, reqID)
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
-	if reqID != "" {
-		w.Header().Set("Request-Id", reqID)
-	}
-	w.WriteHeader(e.status)
-	_, _ = w.Write(b)
+	fakeapi.Answer(w, e.status, withID(e.header, reqID), "application/json", errorBody(e.typ, e.msg, reqID))
 }
 
-func itoa(n int) string { return strconv.Itoa(n) }
+// withID is h with the Request-Id header every answer of the API carries
+// (none for an empty id).
+func withID(h http.Header, reqID string) http.Header {
+	h = h.Clone()
+	if reqID != "" {
+		if h == nil {
+			h = http.Header{}
+		}
+		h.Set("Request-Id", reqID)
+	}
+	return h
+}

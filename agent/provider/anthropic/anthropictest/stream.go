@@ -3,13 +3,11 @@ package anthropictest
 import (
 	"cmp"
 	"encoding/json"
-	"io"
 	"net/http"
 	"strings"
-	"time"
-)
 
-const defaultChunk = 5
+	"github.com/latchd/latch/agent/provider/internal/fakeapi"
+)
 
 // event is one server-sent event; delta marks content_block_delta.
 type event struct {
@@ -20,10 +18,7 @@ type event struct {
 
 // events is the whole stream of a scripted turn, as the API sends it.
 func events(reply Reply, req Request, msgID string) []event {
-	chunk := reply.chunk
-	if chunk == 0 {
-		chunk = defaultChunk
-	}
+	chunk := cmp.Or(reply.chunk, fakeapi.DefaultChunk)
 	in, out := len(req.Body)/4+1, 0
 	var evs []event
 	add := func(name string, data any) { evs = append(evs, event{name: name, data: data}) }
@@ -58,18 +53,18 @@ func events(reply Reply, req Request, msgID string) []event {
 		}
 		switch {
 		case b.thinking:
-			for _, piece := range split(b.text, chunk) {
+			for _, piece := range fakeapi.Split(b.text, chunk) {
 				addDelta(i, map[string]any{"type": "thinking_delta", "thinking": piece})
 			}
 			addDelta(i, map[string]any{"type": "signature_delta", "signature": "EqQBCgIYAhIM1gbcDa9GJwZA2b3hGgxBdjrkzLoky3dl1pkiMOYds"})
 		case b.tool:
 			// The API opens every tool input with an empty piece.
 			addDelta(i, map[string]any{"type": "input_json_delta", "partial_json": ""})
-			for _, piece := range split(b.input, 2*chunk) {
+			for _, piece := range fakeapi.Split(b.input, 2*chunk) {
 				addDelta(i, map[string]any{"type": "input_json_delta", "partial_json": piece})
 			}
 		default:
-			for _, piece := range split(b.text, chunk) {
+			for _, piece := range fakeapi.Split(b.text, chunk) {
 				addDelta(i, map[string]any{"type": "text_delta", "text": piece})
 			}
 		}
@@ -90,80 +85,43 @@ func events(reply Reply, req Request, msgID string) []event {
 	return evs
 }
 
-// split cuts s into pieces of n runes.
-func split(s string, n int) []string {
-	var out []string
-	r := []rune(s)
-	for len(r) > n {
-		out = append(out, string(r[:n]))
-		r = r[n:]
-	}
-	if len(r) > 0 {
-		out = append(out, string(r))
-	}
-	return out
-}
-
 // stream writes a scripted turn as server-sent events, flushing each one,
-// and carries out the reply's halt.
+// and carries out the reply's faults.
 func (s *Server) stream(w http.ResponseWriter, r *http.Request, reqID string, req Request, reply Reply) {
-	evs := events(reply, req, strings.Replace(reqID, "req_", "msg_", 1))
-
-	h := w.Header()
-	for k, vs := range reply.header {
-		h[k] = append(h[k], vs...)
+	f := reply.framing
+	var evs []fakeapi.Event
+	for _, ev := range events(reply, req, strings.Replace(reqID, "req_", "msg_", 1)) {
+		evs = append(evs, fakeapi.Event{Text: f.event(ev.name, ev.data), Counted: ev.delta})
 	}
-	h.Set("Content-Type", "text/event-stream; charset=utf-8")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("Request-Id", reqID)
-	w.WriteHeader(http.StatusOK)
-	out := &framer{w: w, rc: http.NewResponseController(w), f: reply.framing}
-	_ = out.rc.Flush()
-
-	deltas := 0
-	for i, ev := range evs {
-		if i > 0 && reply.halt.mode != haltNone && deltas == reply.halt.after {
-			s.halt(out, r, reply.halt)
-			return
-		}
-		if i > 0 && reply.pause.on && deltas == reply.pause.after {
-			reply.pause.on = false
-			if !s.keepAlive(out, r, reply.pause.d) {
-				return
-			}
-		}
-		if out.event(ev.name, ev.data) != nil {
-			return
-		}
-		if ev.delta {
-			deltas++
-		}
-	}
+	h := reply.faults.Halt
+	s.api.Stream(w, r, fakeapi.Stream{
+		Header: withID(reply.faults.Header, reqID),
+		Events: evs,
+		// The API's keep-alive while a model is slow.
+		KeepAlive: f.event("ping", map[string]any{"type": "ping"}),
+		Error: f.event("error", map[string]any{"type": "error",
+			"error": map[string]string{"type": h.Type, "message": h.Message}}),
+		Pieces: f.Pieces,
+		Halt:   h,
+		Pause:  reply.faults.Pause,
+	})
 }
 
-// framer writes events as Framing says.
-type framer struct {
-	w     io.Writer
-	rc    *http.ResponseController
-	f     Framing
-	piece int // the next of f.Pieces
-}
-
-// event writes one event (after the noise, if any) and flushes it.
-func (o *framer) event(name string, data any) error {
+// event renders one event (after the noise, if any) as f says.
+func (f Framing) event(name string, data any) string {
 	var js []byte
-	if o.f.MultiLine {
+	if f.MultiLine {
 		js, _ = json.MarshalIndent(data, "", "  ")
 	} else {
 		js, _ = json.Marshal(data)
 	}
-	nl := cmp.Or(o.f.LineEnding, "\n")
+	nl := cmp.Or(f.LineEnding, "\n")
 	sep := ": "
-	if o.f.NoSpace {
+	if f.NoSpace {
 		sep = ":"
 	}
 	var b strings.Builder
-	if o.f.Noise {
+	if f.Noise {
 		for _, line := range []string{
 			": a comment, as proxies send to keep a connection open", "",
 			"event: ping", "data" + sep + `{"type": "ping"}`, "",
@@ -180,65 +138,5 @@ func (o *framer) event(name string, data any) error {
 		b.WriteString("data" + sep + line + nl)
 	}
 	b.WriteString(nl)
-	return o.write(b.String())
-}
-
-// write sends s in the pieces Framing asks for, flushing each.
-func (o *framer) write(s string) error {
-	for len(s) > 0 {
-		n := len(s)
-		if len(o.f.Pieces) > 0 {
-			n = min(n, max(o.f.Pieces[o.piece%len(o.f.Pieces)], 1))
-			o.piece++
-		}
-		if _, err := io.WriteString(o.w, s[:n]); err != nil {
-			return err
-		}
-		if err := o.rc.Flush(); err != nil {
-			return err
-		}
-		s = s[n:]
-	}
-	return nil
-}
-
-// keepAlive waits d, sending a ping event, as the API does while a model
-// is slow, every 100ms; it reports whether the client is still there.
-func (s *Server) keepAlive(out *framer, r *http.Request, d time.Duration) bool {
-	end := time.NewTimer(d)
-	defer end.Stop()
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		select {
-		case <-end.C:
-			return true
-		case <-tick.C:
-			if out.event("ping", map[string]any{"type": "ping"}) != nil {
-				return false
-			}
-		case <-r.Context().Done():
-			return false
-		case <-s.done:
-			return false
-		}
-	}
-}
-
-func (s *Server) halt(out *framer, r *http.Request, h halt) {
-	switch h.mode {
-	case haltCut:
-		// Abort: the server closes the connection without ending the
-		// chunked body, so the client reads an unexpected EOF.
-		panic(http.ErrAbortHandler)
-	case haltStall:
-		select {
-		case <-r.Context().Done():
-		case <-s.done:
-		}
-	case haltError:
-		_ = out.event("error", map[string]any{"type": "error",
-			"error": map[string]string{"type": h.typ, "message": h.msg}})
-	case haltEnd:
-	}
+	return b.String()
 }

@@ -3,8 +3,9 @@ package openaitest
 import (
 	"net/http"
 	"slices"
-	"strconv"
 	"time"
+
+	"github.com/latchd/latch/agent/provider/internal/fakeapi"
 )
 
 // Reply is how the fake answers one request: a model turn streamed as
@@ -19,11 +20,8 @@ type Reply struct {
 	status int    // non-zero: answer with this HTTP error instead of a stream
 	body   string // the error body; OpenAI's error JSON unless raw
 	ctype  string
-	header http.Header
 
-	delay      time.Duration
-	halt       halt
-	pause      pause
+	faults     fakeapi.Faults // delay, headers, halt, pause
 	chunk      int
 	wholeCalls bool
 	noIndex    bool
@@ -33,31 +31,6 @@ type block struct {
 	tool           bool
 	text           string
 	id, name, args string
-}
-
-// pause holds the stream for d once `after` deltas have been sent.
-type pause struct {
-	on    bool
-	after int
-	d     time.Duration
-}
-
-type haltMode int
-
-const (
-	haltNone  haltMode = iota
-	haltCut            // drop the connection
-	haltEnd            // end the response cleanly, without finish_reason or [DONE]
-	haltStall          // keep the connection open and send nothing more
-	haltError          // send an error event and end the response
-)
-
-// halt interrupts the stream once `after` content chunks (chunks with
-// content or a piece of a tool call) have been sent.
-type halt struct {
-	mode     haltMode
-	after    int
-	typ, msg string
 }
 
 // Text is a turn that says s, streamed in several content pieces, with
@@ -104,42 +77,34 @@ func (r Reply) NoToolCallIndex() Reply { r.noIndex = true; return r }
 
 // Delay holds back the response — status line included — for d: a slow
 // first byte.
-func (r Reply) Delay(d time.Duration) Reply { r.delay = d; return r }
+func (r Reply) Delay(d time.Duration) Reply { r.faults.Delay = d; return r }
 
 // Header adds a response header.
-func (r Reply) Header(key, value string) Reply {
-	h := r.header.Clone()
-	if h == nil {
-		h = http.Header{}
-	}
-	h.Add(key, value)
-	r.header = h
-	return r
-}
+func (r Reply) Header(key, value string) Reply { r.faults = r.faults.WithHeader(key, value); return r }
 
 // CutAfter drops the connection once n content chunks have been sent (0:
 // right after the first chunk, which carries only the role).
-func (r Reply) CutAfter(n int) Reply { r.halt = halt{mode: haltCut, after: n}; return r }
+func (r Reply) CutAfter(n int) Reply { r.faults = r.faults.CutAfter(n); return r }
 
 // EndAfter ends the response cleanly once n content chunks have been sent:
 // no finish_reason, no data: [DONE].
-func (r Reply) EndAfter(n int) Reply { r.halt = halt{mode: haltEnd, after: n}; return r }
+func (r Reply) EndAfter(n int) Reply { r.faults = r.faults.EndAfter(n); return r }
 
 // StallAfter stops sending once n content chunks have been sent and holds
 // the connection open until the client goes away.
-func (r Reply) StallAfter(n int) Reply { r.halt = halt{mode: haltStall, after: n}; return r }
+func (r Reply) StallAfter(n int) Reply { r.faults = r.faults.StallAfter(n); return r }
 
 // ErrorAfter sends data: {"error":{…}} once n content chunks have been
 // sent, as OpenAI does when a stream fails, and ends the response.
 func (r Reply) ErrorAfter(n int, errType, message string) Reply {
-	r.halt = halt{mode: haltError, after: n, typ: errType, msg: message}
+	r.faults = r.faults.ErrorAfter(n, errType, message)
 	return r
 }
 
 // PauseAfter stops for d once n content chunks have been sent, sending
 // a ": keep-alive" comment line, as OpenRouter does while a model is slow, every 100ms meanwhile, then goes on.
 func (r Reply) PauseAfter(n int, d time.Duration) Reply {
-	r.pause = pause{on: true, after: n, d: d}
+	r.faults = r.faults.PauseAfter(n, d)
 	return r
 }
 
@@ -167,8 +132,7 @@ func RateLimited(retryAfter time.Duration) Reply {
 	r := APIError(http.StatusTooManyRequests, "requests", "rate_limit_exceeded",
 		"Rate limit reached for requests per min (RPM): Limit 3, Used 3, Requested 1.")
 	if retryAfter > 0 {
-		secs := int((retryAfter + time.Second - 1) / time.Second)
-		r = r.Header("Retry-After", strconv.Itoa(secs))
+		r = r.Header("Retry-After", fakeapi.RetryAfter(retryAfter))
 	}
 	return r
 }

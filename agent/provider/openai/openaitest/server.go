@@ -14,89 +14,52 @@
 package openaitest
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net"
 	"net/http"
-	"net/http/httptest"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
-	"time"
-)
 
-const maxRequestBody = 32 << 20
+	"github.com/latchd/latch/agent/provider/internal/fakeapi"
+)
 
 // Server is a running fake Chat Completions API. All methods are safe for
 // concurrent use.
 type Server struct {
-	key       string
-	srv       *httptest.Server
-	done      chan struct{}
-	closeOnce sync.Once
+	key string
+	api *fakeapi.Server[Reply, Request]
 
-	mu       sync.Mutex
-	script   []Reply
-	requests []Request
-	models   map[string]bool
-	refused  []string
-	nextID   int
+	mu      sync.Mutex
+	refused []string
 }
 
 // New starts a fake on 127.0.0.1 that accepts apiKey. With an empty key it
 // accepts every request, with or without an Authorization header.
 func New(apiKey string) *Server {
-	s := &Server{key: apiKey, done: make(chan struct{})}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		panic(fmt.Sprintf("openaitest: listen on loopback: %v", err))
-	}
-	s.srv = httptest.NewUnstartedServer(http.HandlerFunc(s.serve))
-	s.srv.Listener.Close()
-	s.srv.Listener = ln
-	s.srv.Start()
+	s := &Server{key: apiKey, api: fakeapi.New[Reply, Request]()}
+	s.api.Start("openaitest", http.HandlerFunc(s.serve))
 	return s
 }
 
 // URL is the base URL to configure, /v1 included.
-func (s *Server) URL() string { return s.srv.URL + "/v1" }
+func (s *Server) URL() string { return s.api.URL() + "/v1" }
 
 // Close stops the server; stalled and delayed replies end at once.
-func (s *Server) Close() {
-	s.closeOnce.Do(func() {
-		close(s.done)
-		s.srv.CloseClientConnections()
-		s.srv.Close()
-	})
-}
+func (s *Server) Close() { s.api.Close() }
 
 // Script queues replies; each request that passes the checks takes the
 // next one. A request with nothing left to take gets a 400 saying so.
-func (s *Server) Script(replies ...Reply) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.script = append(s.script, replies...)
-}
+func (s *Server) Script(replies ...Reply) { s.api.Script(replies...) }
 
 // Pending is how many scripted replies have not been taken yet.
-func (s *Server) Pending() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.script)
-}
+func (s *Server) Pending() int { return s.api.Pending() }
 
 // Models limits the models the fake knows; a request for another gets 404
 // model_not_found, as from OpenAI. With no call, every model is known.
-func (s *Server) Models(names ...string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.models = map[string]bool{}
-	for _, n := range names {
-		s.models[n] = true
-	}
-}
+func (s *Server) Models(names ...string) { s.api.SetModels(names...) }
 
 // RejectFields makes the fake refuse requests that carry any of these
 // top-level fields with 400 "Unrecognized request argument supplied", as
@@ -109,23 +72,17 @@ func (s *Server) RejectFields(names ...string) {
 
 // Requests returns every request received so far, in order, including
 // those that were refused.
-func (s *Server) Requests() []Request {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := make([]Request, len(s.requests))
-	copy(out, s.requests)
-	return out
-}
+func (s *Server) Requests() []Request { return s.api.Requests() }
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxRequestBody))
+	body, err := fakeapi.ReadBody(w, r)
 	if err != nil {
 		writeError(w, &apiError{status: http.StatusRequestEntityTooLarge, typ: "invalid_request_error", msg: "Request too large."})
 		return
 	}
 	req := Request{Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), Body: body}
 	perr := json.Unmarshal(body, &req.Params)
-	id := s.record(req)
+	id := "chatcmpl-fake" + strconv.Itoa(s.api.Record(req))
 
 	if r.Method != http.MethodPost || r.URL.Path != "/v1/chat/completions" {
 		writeError(w, &apiError{status: http.StatusNotFound, typ: "invalid_request_error",
@@ -156,12 +113,12 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		writeError(w, invalid("stream", "openaitest: only streaming requests are faked"))
 		return
 	}
-	reply, ok := s.take()
+	reply, ok := s.api.Take()
 	if !ok {
 		writeError(w, invalid("", "openaitest: no reply scripted for this request"))
 		return
 	}
-	if !s.wait(r, reply.delay) {
+	if !s.api.Wait(r, reply.faults.Delay) {
 		return
 	}
 	if reply.status != 0 {
@@ -169,15 +126,6 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.stream(w, r, id, req, reply)
-}
-
-// record keeps req and returns the completion id its stream carries.
-func (s *Server) record(req Request) string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.requests = append(s.requests, req)
-	s.nextID++
-	return "chatcmpl-fake" + strconv.Itoa(s.nextID)
 }
 
 func (s *Server) authorize(h http.Header) *apiError {
@@ -216,41 +164,11 @@ func (s *Server) checkFields(req Request) *apiError {
 }
 
 func (s *Server) checkModel(model string) *apiError {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.models == nil || model == "" || s.models[model] {
+	if model == "" || s.api.KnowsModel(model) {
 		return nil
 	}
 	return &apiError{status: http.StatusNotFound, typ: "invalid_request_error", code: "model_not_found",
 		msg: fmt.Sprintf("The model `%s` does not exist or you do not have access to it.", model)}
-}
-
-func (s *Server) take() (Reply, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if len(s.script) == 0 {
-		return Reply{}, false
-	}
-	r := s.script[0]
-	s.script = s.script[1:]
-	return r, true
-}
-
-// wait sleeps for d unless the client leaves or the server closes first;
-// it reports whether to go on answering.
-func (s *Server) wait(r *http.Request, d time.Duration) bool {
-	if d <= 0 {
-		return true
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-r.Context().Done():
-	case <-s.done:
-	}
-	return false
 }
 
 // apiError is an error answer in OpenAI's shape.
@@ -288,17 +206,5 @@ func writeError(w http.ResponseWriter, e *apiError) {
 }
 
 func writeRaw(w http.ResponseWriter, r Reply) {
-	for k, vs := range r.header {
-		for _, v := range vs {
-			w.Header().Add(k, v)
-		}
-	}
-	ctype := r.ctype
-	if ctype == "" {
-		ctype = "application/json"
-	}
-	w.Header().Set("Content-Type", ctype)
-	w.Header().Set("Content-Length", strconv.Itoa(len(r.body)))
-	w.WriteHeader(r.status)
-	_, _ = io.WriteString(w, r.body)
+	fakeapi.Answer(w, r.status, r.faults.Header, cmp.Or(r.ctype, "application/json"), []byte(r.body))
 }

@@ -3,27 +3,18 @@ package openaitest
 import (
 	"cmp"
 	"encoding/json"
-	"fmt"
-	"io"
 	"net/http"
 	"time"
+
+	"github.com/latchd/latch/agent/provider/internal/fakeapi"
 )
 
-const defaultChunk = 5
-
-// event is one data: line; content marks a chunk with content or a piece of
-// a tool call.
-type event struct {
-	data    []byte
-	content bool
-}
-
 // events is the whole stream of a scripted turn, as OpenAI sends it.
-func events(reply Reply, req Request, id string) []event {
+func events(reply Reply, req Request, id string) []fakeapi.Event {
 	g := &gen{
 		reply: reply, id: id, model: req.Params.Model, created: time.Now().Unix(),
 		usage: req.Params.StreamOptions != nil && req.Params.StreamOptions.IncludeUsage,
-		size:  cmp.Or(reply.chunk, defaultChunk),
+		size:  cmp.Or(reply.chunk, fakeapi.DefaultChunk),
 	}
 	first := map[string]any{"role": "assistant", "content": "", "refusal": nil}
 	if len(reply.blocks) > 0 && reply.blocks[0].tool {
@@ -34,7 +25,7 @@ func events(reply Reply, req Request, id string) []event {
 	finish := "stop"
 	for _, b := range reply.blocks {
 		if !b.tool {
-			for _, piece := range split(b.text, g.size) {
+			for _, piece := range fakeapi.Split(b.text, g.size) {
 				g.add(g.delta(map[string]any{"content": piece}, nil), true)
 			}
 		}
@@ -57,7 +48,7 @@ func events(reply Reply, req Request, id string) []event {
 		c["usage"] = map[string]any{"prompt_tokens": in, "completion_tokens": out, "total_tokens": in + out}
 		g.add(c, false)
 	}
-	g.evs = append(g.evs, event{data: []byte("[DONE]")})
+	g.evs = append(g.evs, data([]byte("[DONE]"), false))
 	return g.evs
 }
 
@@ -68,7 +59,7 @@ type gen struct {
 	created   int64
 	usage     bool // stream_options.include_usage
 	size      int  // content piece size
-	evs       []event
+	evs       []fakeapi.Event
 	out       int // content chunks so far
 }
 
@@ -90,7 +81,7 @@ func (g *gen) delta(delta map[string]any, finish any) map[string]any {
 
 func (g *gen) add(v map[string]any, content bool) {
 	b, _ := json.Marshal(v)
-	g.evs = append(g.evs, event{data: b, content: content})
+	g.evs = append(g.evs, data(b, content))
 	if content {
 		g.out++
 	}
@@ -110,101 +101,28 @@ func (g *gen) toolCall(index int, b block) {
 		return
 	}
 	call(map[string]any{"id": b.id, "type": "function", "function": map[string]any{"name": b.name, "arguments": ""}})
-	for _, piece := range split(b.args, 2*g.size) {
+	for _, piece := range fakeapi.Split(b.args, 2*g.size) {
 		call(map[string]any{"function": map[string]any{"arguments": piece}})
 	}
 }
 
-// split cuts s into pieces of n runes.
-func split(s string, n int) []string {
-	var out []string
-	r := []rune(s)
-	for len(r) > n {
-		out = append(out, string(r[:n]))
-		r = r[n:]
-	}
-	if len(r) > 0 {
-		out = append(out, string(r))
-	}
-	return out
+// data is a data: line, and the blank line that ends its event; content
+// marks a chunk with content or a piece of a tool call.
+func data(b []byte, content bool) fakeapi.Event {
+	return fakeapi.Event{Text: "data: " + string(b) + "\n\n", Counted: content}
 }
 
 // stream writes a scripted turn as server-sent events, flushing each one,
-// and carries out the reply's halt.
+// and carries out the reply's faults.
 func (s *Server) stream(w http.ResponseWriter, r *http.Request, id string, req Request, reply Reply) {
-	evs := events(reply, req, id)
-	h := w.Header()
-	for k, vs := range reply.header {
-		h[k] = append(h[k], vs...)
-	}
-	h.Set("Content-Type", "text/event-stream; charset=utf-8")
-	h.Set("Cache-Control", "no-cache")
-	w.WriteHeader(http.StatusOK)
-	rc := http.NewResponseController(w)
-	_ = rc.Flush()
-
-	sent := 0
-	for i, ev := range evs {
-		if i > 0 && reply.halt.mode != haltNone && sent == reply.halt.after {
-			s.halt(w, r, reply.halt)
-			return
-		}
-		if i > 0 && reply.pause.on && sent == reply.pause.after {
-			reply.pause.on = false
-			if !s.keepAlive(w, r, reply.pause.d) {
-				return
-			}
-		}
-		if _, err := fmt.Fprintf(w, "data: %s\n\n", ev.data); err != nil {
-			return
-		}
-		if err := rc.Flush(); err != nil {
-			return
-		}
-		if ev.content {
-			sent++
-		}
-	}
-}
-
-// keepAlive waits d, sending a keep-alive every 100ms; it reports whether
-// the client is still there.
-func (s *Server) keepAlive(w http.ResponseWriter, r *http.Request, d time.Duration) bool {
-	end := time.NewTimer(d)
-	defer end.Stop()
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	rc := http.NewResponseController(w)
-	for {
-		select {
-		case <-end.C:
-			return true
-		case <-tick.C:
-			if _, err := io.WriteString(w, ": keep-alive\n\n"); err != nil || rc.Flush() != nil {
-				return false
-			}
-		case <-r.Context().Done():
-			return false
-		case <-s.done:
-			return false
-		}
-	}
-}
-
-func (s *Server) halt(w http.ResponseWriter, r *http.Request, h halt) {
-	switch h.mode {
-	case haltCut:
-		// Abort: the server closes the connection without ending the
-		// chunked body, so the client reads an unexpected EOF.
-		panic(http.ErrAbortHandler)
-	case haltStall:
-		select {
-		case <-r.Context().Done():
-		case <-s.done:
-		}
-	case haltError:
-		_, _ = fmt.Fprintf(w, "data: %s\n\n", errorBody(h.typ, "", h.msg))
-		_ = http.NewResponseController(w).Flush()
-	case haltEnd:
-	}
+	h := reply.faults.Halt
+	s.api.Stream(w, r, fakeapi.Stream{
+		Header: reply.faults.Header,
+		Events: events(reply, req, id),
+		// OpenRouter's keep-alive while a model is slow.
+		KeepAlive: ": keep-alive\n\n",
+		Error:     data(errorBody(h.Type, "", h.Message), false).Text,
+		Halt:      h,
+		Pause:     reply.faults.Pause,
+	})
 }
