@@ -35,6 +35,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/latchd/latch/gateways"
+	"github.com/latchd/latch/gateways/internal/retry"
 )
 
 const (
@@ -142,13 +143,7 @@ func New(cfg Config, log *slog.Logger) *Gateway {
 	if cfg.MaxUpload <= 0 {
 		cfg.MaxUpload = DefaultMaxUpload
 	}
-	if cfg.MinBackoff <= 0 {
-		cfg.MinBackoff = time.Second
-	}
-	if cfg.MaxBackoff <= 0 {
-		cfg.MaxBackoff = time.Minute
-	}
-	cfg.MaxBackoff = max(cfg.MaxBackoff, cfg.MinBackoff)
+	cfg.MinBackoff, cfg.MaxBackoff = retry.Limits(cfg.MinBackoff, cfg.MaxBackoff)
 	if cfg.EditInterval <= 0 {
 		cfg.EditInterval = DefaultEditInterval
 	}

@@ -1,19 +1,16 @@
 package discord
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"io"
-	"log/slog"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/latchd/latch/gateways"
 	"github.com/latchd/latch/gateways/discord/discordtest"
+	"github.com/latchd/latch/gateways/internal/adaptertest"
 )
 
 // testToken looks like a real bot token (base64 of the bot's id, a
@@ -21,9 +18,9 @@ import (
 // errors. The fake reads the bot's id, 1234567890123456789, from it.
 const testToken = "MTIzNDU2Nzg5MDEyMzQ1Njc4OQ.GabcDE.sEcReT-hmacValue_0123456789abcdefghijkl"
 
-// waitLimit bounds every wait in these tests. It only turns a hang into a
+// waitLimit bounds every wait in these tests; it only turns a hang into a
 // failure.
-const waitLimit = 20 * time.Second
+const waitLimit = adaptertest.WaitLimit
 
 var (
 	alice = discordtest.User{ID: "300000000000000001", Username: "alice", GlobalName: "Alice"}
@@ -32,37 +29,10 @@ var (
 )
 
 // logBuffer collects log output from concurrent goroutines.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
+type logBuffer struct{ adaptertest.LogBuffer }
 
 // lines returns the log lines containing all of the given substrings.
-func (l *logBuffer) lines(subs ...string) []string {
-	var out []string
-	for _, line := range strings.Split(l.String(), "\n") {
-		ok := line != ""
-		for _, s := range subs {
-			ok = ok && strings.Contains(line, s)
-		}
-		if ok {
-			out = append(out, line)
-		}
-	}
-	return out
-}
+func (l *logBuffer) lines(subs ...string) []string { return l.Lines(subs...) }
 
 // newFake starts a fake Discord for testToken. discordgo's endpoints are
 // process-global (SetAPIBase), so tests in this package never run in
@@ -85,8 +55,7 @@ func newGateway(t *testing.T, srv *discordtest.Server, mutate ...func(*Config)) 
 		m(&cfg)
 	}
 	logs := &logBuffer{}
-	h := slog.NewTextHandler(io.MultiWriter(logs, t.Output()), &slog.HandlerOptions{Level: slog.LevelDebug})
-	g := New(cfg, slog.New(h))
+	g := New(cfg, adaptertest.Logger(t, logs))
 	t.Cleanup(func() { _ = g.Close() })
 	return g, logs
 }
@@ -101,49 +70,18 @@ func started(t *testing.T, srv *discordtest.Server, mutate ...func(*Config)) (*G
 	return g, logs
 }
 
-func testContext(t *testing.T) context.Context {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), waitLimit)
-	t.Cleanup(cancel)
-	return ctx
-}
+// testContext is the test's context bounded by waitLimit; eventually
+// polls a condition until it holds or waitLimit passes.
+var (
+	testContext = adaptertest.Context
+	eventually  = adaptertest.Eventually
+)
 
 // run starts g.Run in the background. The returned stop cancels it and
 // returns Run's result; it also runs at cleanup.
 func run(t *testing.T, g *Gateway, sink gateways.Sink) (stop func() error) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	errc := make(chan error, 1)
-	go func() { errc <- g.Run(ctx, sink) }()
-	var once sync.Once
-	var result error
-	stop = func() error {
-		once.Do(func() {
-			cancel()
-			select {
-			case result = <-errc:
-			case <-time.After(waitLimit):
-				result = errors.New("Run did not return after its context ended")
-			}
-		})
-		return result
-	}
-	t.Cleanup(func() { _ = stop() })
-	return stop
-}
-
-// eventually polls cond until it holds or waitLimit passes.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(waitLimit)
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		<-tick.C
-	}
+	return adaptertest.Run(t, func(ctx context.Context) error { return g.Run(ctx, sink) })
 }
 
 // waitFake waits for a condition on the fake's state.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/latchd/latch/gateways/internal/retry"
 )
 
 // DefaultEditInterval is the least time between two edits of messages in
@@ -63,7 +65,7 @@ func (p *editPacer) do(ctx context.Context, channel string, edit func() error) e
 		p.mu.Unlock()
 		<-sl.turn
 	}()
-	if !sleep(ctx, p.due(channel)) {
+	if !retry.Sleep(ctx, p.due(channel)) {
 		return ctx.Err()
 	}
 	return edit()

@@ -14,27 +14,13 @@ import (
 	"github.com/latchd/latch/gateways"
 	"github.com/latchd/latch/gateways/discord"
 	"github.com/latchd/latch/gateways/discord/discordtest"
+	"github.com/latchd/latch/gateways/internal/adaptertest"
 	"github.com/latchd/latch/pairing"
 	"github.com/latchd/latch/store"
 )
 
 // syncBuffer collects log output from concurrent goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+type syncBuffer = adaptertest.LogBuffer
 
 // TestPairCommandWithHub pairs through the /pair command under the real Hub
 // and store: a wrong code gets the Hub's uniform failure and the right one

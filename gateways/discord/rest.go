@@ -3,11 +3,12 @@ package discord
 import (
 	"context"
 	"errors"
-	"math/rand/v2"
 	"net/http"
 	"time"
 
 	"github.com/bwmarrin/discordgo"
+
+	"github.com/latchd/latch/gateways/internal/retry"
 )
 
 const (
@@ -43,43 +44,13 @@ func (g *Gateway) call(ctx context.Context, timeout time.Duration, secrets []str
 		}
 		wait := max(apiErr.RetryAfter, minRetryAfter)
 		g.log.Info("rate limited by Discord; waiting", "retry_after", wait)
-		if !sleep(ctx, wait) {
+		if !retry.Sleep(ctx, wait) {
 			return ctx.Err()
 		}
 	}
 }
 
-// backoff is exponential back-off with jitter. The jitter only lengthens a
-// wait, so the minimum holds.
-type backoff struct {
-	min, max, cur time.Duration
-}
-
-func (g *Gateway) newBackoff() backoff {
-	return backoff{min: g.cfg.MinBackoff, max: g.cfg.MaxBackoff}
-}
-
-func (b *backoff) next() time.Duration {
-	if b.cur == 0 {
-		b.cur = b.min
-	} else {
-		b.cur = min(b.cur*2, b.max)
-	}
-	return min(b.cur+rand.N(b.cur/2+1), b.max)
-}
-
-// sleep waits for d or until ctx ends, and reports whether it waited the
-// full time.
-func sleep(ctx context.Context, d time.Duration) bool {
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
+// newBackoff is a back-off within the configured bounds.
+func (g *Gateway) newBackoff() retry.Backoff {
+	return retry.Backoff{Min: g.cfg.MinBackoff, Max: g.cfg.MaxBackoff}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/bwmarrin/discordgo"
 
 	"github.com/latchd/latch/gateways"
+	"github.com/latchd/latch/gateways/internal/retry"
 )
 
 const (
@@ -180,9 +181,9 @@ func (r *runner) loadCursor(ctx context.Context) bool {
 		if ctx.Err() != nil {
 			return false
 		}
-		d := bo.next()
+		d := bo.Next()
 		r.g.log.Warn("reading the cursor failed; retrying", "err", r.g.scrub(err), "retry_in", d)
-		if !sleep(ctx, d) {
+		if !retry.Sleep(ctx, d) {
 			return false
 		}
 	}
@@ -276,10 +277,10 @@ func (r *runner) ingest(ctx context.Context, next cursor, msgs []gateways.Messag
 		if ctx.Err() != nil {
 			return false
 		}
-		d := bo.next()
+		d := bo.Next()
 		r.g.log.Warn("storing messages failed; retrying the same batch",
 			"err", r.g.scrub(err), "messages", len(msgs), "retry_in", d)
-		if !sleep(ctx, d) {
+		if !retry.Sleep(ctx, d) {
 			return false
 		}
 	}
@@ -379,9 +380,9 @@ func (r *runner) history(ctx context.Context, channel string, after uint64) ([]*
 		case errors.As(err, &apiErr) && apiErr.Status >= 400 && apiErr.Status < 500:
 			return nil, err
 		}
-		d := bo.next()
+		d := bo.Next()
 		r.g.log.Warn("reading a channel's history failed; retrying", "channel_id", channel, "err", err, "retry_in", d)
-		if !sleep(ctx, d) {
+		if !retry.Sleep(ctx, d) {
 			return nil, ctx.Err()
 		}
 	}

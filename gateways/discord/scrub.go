@@ -14,10 +14,11 @@ import (
 	"github.com/bwmarrin/discordgo"
 
 	"github.com/latchd/latch/gateways"
+	"github.com/latchd/latch/gateways/internal/redact"
 )
 
 // redacted replaces a secret in scrubbed text.
-const redacted = "<redacted>"
+const redacted = redact.Placeholder
 
 // APIError is an error answer of Discord's REST API. Unlike discordgo's
 // RESTError it keeps no *http.Request, whose Authorization header holds the
@@ -47,15 +48,13 @@ func isAPI(err error, status, code int) bool {
 	return errors.As(err, &e) && (status == 0 || e.Status == status) && (code == 0 || e.Code == code)
 }
 
-// secretForms lists the strings to remove for a secret: the secret itself
-// and, for a bot token (id.timestamp.hmac), its HMAC part on its own.
+// secretForms lists the strings to remove for a secret: the forms a URL
+// may carry it in and, for a bot token (id.timestamp.hmac), its HMAC part
+// on its own.
 func secretForms(secrets ...string) []string {
 	var forms []string
 	for _, s := range secrets {
-		if s == "" {
-			continue
-		}
-		forms = append(forms, s, url.PathEscape(s), url.QueryEscape(s))
+		forms = append(forms, redact.URLForms(s)...)
 		if parts := strings.Split(s, "."); len(parts) == 3 && len(parts[2]) >= 8 {
 			forms = append(forms, parts[2])
 		}
@@ -65,10 +64,7 @@ func secretForms(secrets ...string) []string {
 
 // scrubString removes every form of the secrets from s.
 func scrubString(s string, secrets ...string) string {
-	for _, f := range secretForms(secrets...) {
-		s = strings.ReplaceAll(s, f, redacted)
-	}
-	return s
+	return redact.String(s, secretForms(secrets...))
 }
 
 // scrub returns err without the secrets. discordgo's REST and rate-limit
@@ -96,55 +92,7 @@ func scrub(err error, secrets ...string) error {
 	if u, ok := err.(*url.Error); ok {
 		return &url.Error{Op: u.Op, URL: scrubString(u.URL, secrets...), Err: scrub(u.Err, secrets...)}
 	}
-	if !leaks(err, secrets) {
-		return err
-	}
-	s := &scrubbedError{msg: scrubString(err.Error(), secrets...)}
-	for _, kind := range []error{context.Canceled, context.DeadlineExceeded, ErrUnauthorized, gateways.ErrUnauthorized} {
-		if errors.Is(err, kind) {
-			s.kinds = append(s.kinds, kind)
-		}
-	}
-	return s
-}
-
-// leaks reports whether any error in err's chain mentions a secret.
-func leaks(err error, secrets []string) bool {
-	if err == nil {
-		return false
-	}
-	if scrubString(err.Error(), secrets...) != err.Error() {
-		return true
-	}
-	switch u := err.(type) {
-	case interface{ Unwrap() error }:
-		return leaks(u.Unwrap(), secrets)
-	case interface{ Unwrap() []error }:
-		for _, e := range u.Unwrap() {
-			if leaks(e, secrets) {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-// scrubbedError is an error whose original mentioned a secret.
-type scrubbedError struct {
-	msg   string
-	kinds []error
-}
-
-func (e *scrubbedError) Error() string { return e.msg }
-
-// Is keeps errors.Is working for cancellation, timeouts and ErrUnauthorized.
-func (e *scrubbedError) Is(target error) bool {
-	for _, k := range e.kinds {
-		if k == target {
-			return true
-		}
-	}
-	return false
+	return redact.Opaque(err, secretForms(secrets...), ErrUnauthorized, gateways.ErrUnauthorized)
 }
 
 // discordgo logs through one package-level function, discordgo.Logger, for

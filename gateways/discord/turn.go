@@ -3,11 +3,14 @@ package discord
 import (
 	"context"
 	"errors"
-	"strings"
-	"sync"
+	"fmt"
+	"log/slog"
 	"time"
 
+	"github.com/bwmarrin/discordgo"
+
 	"github.com/latchd/latch/agent"
+	"github.com/latchd/latch/gateways/internal/turnrender"
 )
 
 // turnTiming paces a rendered turn. Tests shorten it. (Edits are paced
@@ -52,428 +55,119 @@ const (
 // "typing…" shows while the turn runs and no approval waits. No message
 // or edit pings anyone or unfurls a link.
 //
-// Events only record what happened and wake the turn's goroutine, which
-// makes every call to Discord, in order; so a slow or rate-limited channel
-// never holds up the agent. The returned value also has End(), which the
-// Hub calls after the turn: it shows what streamed so far in its final
-// form (a turn that ended in an error or was stopped has no Final) and
-// waits for the goroutine. The goroutine also stops when ctx ends, and
+// turnrender keeps the order and the goroutine, which makes every call to
+// Discord (this file and turnsteps.go say how), so a slow or rate-limited
+// channel never holds up the agent. The returned value also has End(),
+// which the Hub calls after the turn: it shows what streamed so far in its
+// final form (a turn that ended in an error or was stopped has no Final)
+// and waits for the goroutine. The goroutine also stops when ctx ends, and
 // after a minute without events while no tool runs.
 func (g *Gateway) RenderTurn(ctx context.Context, chatID, replyTo string) agent.Events {
-	t := &turn{g: g, ctx: ctx, chatID: chatID, timing: g.timing, wake: make(chan struct{}, 1),
-		changed: make(chan struct{}), tools: map[string]*item{}, lastEvent: time.Now()}
 	if _, ok := snowflake(chatID); !ok {
 		g.log.Warn("turn for an invalid channel id; nothing will be shown", "channel_id", chatID)
-		t.broken = true
-		return t
+		return turnrender.Discard(errors.New("discord: invalid channel id " + chatID))
 	}
+	d := &delivery{g: g, chatID: chatID, log: g.log.With("channel_id", chatID)}
 	if _, ok := snowflake(replyTo); ok {
-		t.replyTo = replyTo
+		d.replyTo = replyTo
 	}
-	t.mu.Lock()
-	t.startLocked()
-	t.mu.Unlock()
-	return t
+	return turnrender.Start(ctx, d, turnrender.Options{
+		Typing:   g.timing.typing,
+		Idle:     g.timing.idle,
+		LineWait: d.editDue,
+		Log:      d.log,
+	})
 }
 
-type itemKind int
-
-const (
-	itemText itemKind = iota
-	itemTool
-	itemApproval
-)
-
-// item is one thing a turn shows, in order: an answer (text), a tool line
-// or an approval request. The turn's goroutine brings the channel in line
-// with it.
-type item struct {
-	kind itemKind
-	// text items
-	text   string   // Markdown so far
-	frozen bool     // complete: show its final chunks
-	msgs   []shown  // its messages, in order
-	final  []string // once frozen: the messages it ends as
-	broken bool     // a message could not be sent: stop streaming it
-	// tool items
-	call   agent.ToolCall
-	result *agent.ToolResult
-	lineID string // the line's message; "" not sent yet
-	line   string // what the line shows
-	// approval items
-	approval agent.Approval
-
-	done bool // shown in its final form (or given up)
-}
-
-// shown is one message of an answer.
-type shown struct {
-	id, text string
-	// stale: an edit to text failed while streaming; delivery tries it
-	// once more.
-	stale bool
-}
-
-// turn implements agent.Events for one turn.
-type turn struct {
+// delivery makes a rendered turn's calls in one channel
+// (turnrender.Delivery; a message is identified by its id).
+type delivery struct {
 	g       *Gateway
-	ctx     context.Context
 	chatID  string
-	replyTo string
-	timing  turnTiming
-	broken  bool // invalid channel id: show nothing
-	wake    chan struct{}
-
-	mu        sync.Mutex
-	items     []*item
-	tools     map[string]*item // tool lines by call id
-	running   int              // tools started and not finished
-	awaiting  bool             // an approval is waiting for the owner
-	ending    bool             // Final or End: no more typing, stop when settled
-	lastEvent time.Time
-	active    bool          // the goroutine runs
-	exited    chan struct{} // closed when the current goroutine returns
-	changed   chan struct{} // closed and replaced after every step
+	replyTo string       // the owner's message the answer replies to; "" none
+	log     *slog.Logger // names the channel
 }
 
-var _ agent.Events = (*turn)(nil)
+var _ turnrender.Delivery[string] = (*delivery)(nil)
 
-// event applies change under the lock and wakes the goroutine, starting it
-// again if it had gone idle.
-func (t *turn) event(change func()) {
-	if t.broken {
-		return
-	}
-	t.mu.Lock()
-	change()
-	t.lastEvent = time.Now()
-	t.startLocked()
-	t.mu.Unlock()
-	t.poke()
+func (d *delivery) NewAnswer() turnrender.Answer { return &answer{d: d} }
+
+func (d *delivery) ToolLine(c agent.ToolCall, r *agent.ToolResult) string { return toolLine(c, r) }
+
+func (d *delivery) SendLine(ctx context.Context, line string) (string, error) {
+	return d.post(ctx, newMessage(line))
 }
 
-func (t *turn) poke() {
-	select {
-	case t.wake <- struct{}{}:
-	default:
-	}
+func (d *delivery) EditLine(ctx context.Context, id, line string) error {
+	return d.editMessage(ctx, id, line, nil)
 }
 
-func (t *turn) startLocked() {
-	if t.active || t.ctx.Err() != nil {
-		return
+// Approval sends the request with Approve / Always / Deny buttons; should
+// the id make a custom_id too long, the text commands stand in for them.
+func (d *delivery) Approval(ctx context.Context, a agent.Approval) error {
+	text := "🔐 Allow **" + escapeMarkdown(a.Tool) + "**?"
+	if a.Summary != "" {
+		text += "\n" + fence + "\n" + escapeFences(clipRunes(a.Summary, maxSummary)) + "\n" + fence
 	}
-	t.active = true
-	t.exited = make(chan struct{})
-	go t.run(t.exited)
+	m := newMessage(text)
+	if len(dataApprove+a.ID) > maxCustomID {
+		m.Content += fmt.Sprintf("\n/approve %s · /always %s · /deny %s", a.ID, a.ID, a.ID)
+	} else {
+		m.Components = []discordgo.MessageComponent{discordgo.ActionsRow{Components: []discordgo.MessageComponent{
+			discordgo.Button{Label: "Approve", Style: discordgo.SuccessButton, CustomID: dataApprove + a.ID},
+			discordgo.Button{Label: "Always", Style: discordgo.PrimaryButton, CustomID: dataAlways + a.ID},
+			discordgo.Button{Label: "Deny", Style: discordgo.DangerButton, CustomID: dataDeny + a.ID},
+		}}}
+	}
+	id, err := d.post(ctx, m)
+	if err == nil {
+		d.g.texts.remember(id, m.Content)
+	}
+	return err
 }
 
-// liveLocked is the answer still streaming, or nil.
-func (t *turn) liveLocked() *item {
-	if n := len(t.items); n > 0 && t.items[n-1].kind == itemText && !t.items[n-1].frozen {
-		return t.items[n-1]
-	}
-	return nil
+// File uploads a file.
+func (d *delivery) File(ctx context.Context, f agent.File) error {
+	return d.g.SendFile(ctx, d.chatID, f, d.replyTo)
 }
 
-// freezeLocked completes the streaming answer: any event but Text ends a
-// step's text.
-func (t *turn) freezeLocked() {
-	if it := t.liveLocked(); it != nil {
-		it.frozen = true
+func (d *delivery) Typing(ctx context.Context) { d.g.Typing(ctx, d.chatID) }
+
+// editDue is how long until an edit in the channel may start.
+func (d *delivery) editDue() time.Duration { return d.g.edits.due(d.chatID) }
+
+func (d *delivery) post(ctx context.Context, m *discordgo.MessageSend) (string, error) {
+	s, err := d.g.started()
+	if err != nil {
+		return "", err
 	}
+	sent, err := d.g.post(ctx, s, d.chatID, m)
+	if err != nil {
+		return "", err
+	}
+	return sent.ID, nil
 }
 
-// Text appends a piece of the answer.
-func (t *turn) Text(delta string) {
-	if delta == "" {
-		return
+func (d *delivery) editMessage(ctx context.Context, id, text string, rows *[]discordgo.MessageComponent) error {
+	s, err := d.g.started()
+	if err != nil {
+		return err
 	}
-	t.event(func() {
-		it := t.liveLocked()
-		if it == nil {
-			it = &item{kind: itemText}
-			t.items = append(t.items, it)
-		}
-		it.text += delta
+	return d.g.edit(ctx, s, d.chatID, id, text, rows)
+}
+
+func (d *delivery) deleteMessage(ctx context.Context, id string) error {
+	s, err := d.g.started()
+	if err != nil {
+		return err
+	}
+	return d.g.call(ctx, requestTimeout, nil, func(opts ...discordgo.RequestOption) error {
+		return s.ChannelMessageDelete(d.chatID, id, opts...)
 	})
 }
 
-// ToolStarted shows a line for the call.
-func (t *turn) ToolStarted(c agent.ToolCall) {
-	t.event(func() {
-		t.freezeLocked()
-		t.awaiting = false
-		t.running++
-		it := &item{kind: itemTool, call: c}
-		t.tools[c.ID] = it
-		t.items = append(t.items, it)
-	})
-}
-
-// ToolFinished turns the call's line into ✓ or ✗ with its duration. A call
-// that never started (denied) gets a line of its own.
-func (t *turn) ToolFinished(c agent.ToolCall, r agent.ToolResult) {
-	t.event(func() {
-		t.freezeLocked()
-		t.awaiting = false
-		it, started := t.tools[c.ID]
-		if started {
-			t.running--
-			delete(t.tools, c.ID)
-		} else {
-			it = &item{kind: itemTool, call: c}
-			t.items = append(t.items, it)
-		}
-		it.result = &r
-	})
-}
-
-// Approval sends the request with Approve / Always / Deny buttons.
-func (t *turn) Approval(a agent.Approval) {
-	t.event(func() {
-		t.freezeLocked()
-		t.awaiting = true
-		t.items = append(t.items, &item{kind: itemApproval, approval: a})
-	})
-}
-
-// File uploads a file once everything before it is shown.
-func (t *turn) File(f agent.File) error {
-	if t.broken {
-		return errors.New("discord: invalid channel id " + t.chatID)
+func (d *delivery) failed(ctx context.Context, what string, err error) {
+	if ctx.Err() == nil {
+		d.log.Warn(what, "err", err)
 	}
-	t.event(t.freezeLocked)
-	t.settle()
-	return t.g.SendFile(t.ctx, t.chatID, f, t.replyTo)
-}
-
-// Final shows the step's answer in its final form and ends the turn. text
-// is authoritative; it is the same text that streamed.
-func (t *turn) Final(text string) {
-	t.event(func() {
-		it := t.liveLocked()
-		if it == nil && strings.TrimSpace(text) != "" {
-			it = &item{kind: itemText}
-			t.items = append(t.items, it)
-		}
-		if it != nil {
-			if strings.TrimSpace(text) != "" {
-				it.text = text
-			}
-			it.frozen = true
-		}
-		t.ending = true
-	})
-	t.End()
-}
-
-// End finishes the turn: what streamed so far is shown in its final form,
-// typing stops, and End returns once the goroutine has. It is safe to call
-// more than once and after Final.
-func (t *turn) End() {
-	if t.broken {
-		return
-	}
-	t.mu.Lock()
-	t.freezeLocked()
-	t.ending = true
-	if !t.active && t.pendingLocked() {
-		t.startLocked()
-	}
-	var exited chan struct{}
-	if t.active {
-		exited = t.exited
-	}
-	t.mu.Unlock()
-	t.poke()
-	if exited != nil {
-		<-exited
-	}
-}
-
-// settle waits until everything so far is shown, or the turn's context
-// ends.
-func (t *turn) settle() {
-	for {
-		t.mu.Lock()
-		done := !t.pendingLocked() || !t.active
-		changed := t.changed
-		t.mu.Unlock()
-		if done {
-			return
-		}
-		select {
-		case <-changed:
-		case <-t.ctx.Done():
-			return
-		}
-	}
-}
-
-// pendingLocked reports whether some item is not shown yet. A streaming
-// answer holds nothing up; a running tool's line counts as shown once it
-// is there.
-func (t *turn) pendingLocked() bool {
-	for _, it := range t.items {
-		switch {
-		case it.done:
-		case it.kind == itemText && !it.frozen:
-		case it.kind == itemTool && it.lineID != "" && it.line == toolLine(it.call, it.result):
-		default:
-			return true
-		}
-	}
-	return false
-}
-
-// run is the turn's goroutine: it shows the items, paces streaming edits
-// and renews "typing…".
-func (t *turn) run(exited chan struct{}) {
-	defer close(exited)
-	typing := time.NewTicker(t.timing.typing)
-	defer typing.Stop()
-	t.typing()
-	for {
-		step, wait, exit := t.next()
-		t.notify()
-		if exit {
-			return
-		}
-		if step != nil {
-			step()
-			continue
-		}
-		timer := time.NewTimer(wait)
-		select {
-		case <-t.wake:
-		case <-typing.C:
-			t.typing()
-		case <-timer.C:
-		case <-t.ctx.Done():
-		}
-		timer.Stop()
-	}
-}
-
-// notify wakes everyone waiting in settle.
-func (t *turn) notify() {
-	t.mu.Lock()
-	close(t.changed)
-	t.changed = make(chan struct{})
-	t.mu.Unlock()
-}
-
-func (t *turn) typing() {
-	t.mu.Lock()
-	skip := t.ending || t.awaiting
-	t.mu.Unlock()
-	if !skip && t.ctx.Err() == nil {
-		t.g.Typing(t.ctx, t.chatID)
-	}
-}
-
-// next picks the next call to make, in item order, or how long to wait for
-// one; exit is true when the goroutine is to stop (it is then marked
-// inactive under the same lock, so a new event starts another).
-func (t *turn) next() (step func(), wait time.Duration, exit bool) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.ctx.Err() != nil {
-		t.active = false
-		return nil, 0, true
-	}
-	for _, it := range t.items {
-		if it.done {
-			continue
-		}
-		switch it.kind {
-		case itemApproval:
-			return t.approvalStep(it), 0, false
-		case itemTool:
-			step, wait := t.toolNext(it)
-			if step != nil || wait > 0 {
-				return step, wait, false
-			}
-		case itemText:
-			step, wait := t.textNext(it)
-			if step != nil || wait > 0 {
-				return step, wait, false
-			}
-		}
-	}
-	// Waiting for an approval counts as idle: typing is off then, and the
-	// answer's event starts the goroutine again.
-	idleFor := time.Since(t.lastEvent)
-	if t.ending || t.running == 0 && idleFor >= t.timing.idle {
-		t.active = false
-		return nil, 0, true
-	}
-	wait = t.timing.idle
-	if t.running == 0 {
-		wait -= idleFor
-	}
-	return nil, wait, false
-}
-
-// toolNext sends a tool's line or brings it up to date.
-func (t *turn) toolNext(it *item) (func(), time.Duration) {
-	line := toolLine(it.call, it.result)
-	switch {
-	case it.lineID == "":
-		return t.toolStep(it, line), 0
-	case it.line != line:
-		if d := t.g.edits.due(t.chatID); d > 0 {
-			return nil, d
-		}
-		return t.toolStep(it, line), 0
-	case it.result != nil:
-		it.done = true
-	}
-	return nil, 0
-}
-
-// textNext brings an answer's messages in line with its text: while it
-// streams, its final chunks and the growing one; once frozen, its chunks
-// as Send cuts them (surplus messages, left by a final text that is not
-// the streamed one, are deleted). Edits wait for the channel's pace.
-func (t *turn) textNext(it *item) (func(), time.Duration) {
-	var want []string
-	switch {
-	case it.frozen:
-		if it.final == nil {
-			it.final = render(replyOf(it.text))
-		}
-		want = it.final
-	case it.broken:
-		return nil, 0
-	default:
-		if d := t.g.edits.due(t.chatID); d > 0 && len(it.msgs) > 0 {
-			return nil, d // the text so far goes out with the next edit
-		}
-		final, growing := streamChunks(it.text)
-		want = final
-		if growing != "" {
-			want = append(want, growing)
-		}
-	}
-	for i, w := range want {
-		if i == len(it.msgs) {
-			return t.sendStep(it, w), 0
-		}
-		if m := it.msgs[i]; m.text == w && !(it.frozen && m.stale) {
-			continue
-		}
-		if d := t.g.edits.due(t.chatID); d > 0 {
-			return nil, d
-		}
-		return t.editStep(it, i, w), 0
-	}
-	if it.frozen {
-		if len(it.msgs) > len(want) {
-			return t.deleteStep(it, len(want)), 0
-		}
-		it.done = true
-	}
-	return nil, 0
 }

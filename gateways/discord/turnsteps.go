@@ -1,163 +1,138 @@
 package discord
 
 import (
-	"fmt"
+	"context"
 	"slices"
 	"strings"
 	"time"
 
-	"github.com/bwmarrin/discordgo"
-
 	"github.com/latchd/latch/agent"
 	"github.com/latchd/latch/gateways"
+	"github.com/latchd/latch/gateways/internal/turnrender"
 )
 
-// The steps of a rendered turn: each returns the call to make, run by the
-// turn's goroutine without the lock, recording the outcome under it.
+// answer shows one answer of a turn (turnrender.Answer) as the messages
+// Send would cut it into, streamed by edits (see stream.go).
+type answer struct {
+	d      *delivery
+	msgs   []shown  // its messages, in order
+	final  []string // once frozen: the messages it ends as
+	broken bool     // a message could not be sent: stop streaming it
+	done   bool     // shown in its final form (or given up)
+}
+
+// shown is one message of an answer.
+type shown struct {
+	id, text string
+	// stale: an edit to text failed while streaming; delivery tries it
+	// once more.
+	stale bool
+}
 
 func replyOf(text string) gateways.Reply { return gateways.Reply{Text: text} }
+
+func (a *answer) Done() bool { return a.done }
+
+// Shown: a streaming answer holds nothing up.
+func (a *answer) Shown(string) bool { return true }
+
+// Next brings an answer's messages in line with its text: while it
+// streams, its final chunks and the growing one; once frozen, its chunks
+// as Send cuts them (surplus messages, left by a final text that is not
+// the streamed one, are deleted). Edits wait for the channel's pace.
+func (a *answer) Next(text string, frozen bool) (turnrender.Step, time.Duration) {
+	var want []string
+	switch {
+	case frozen:
+		if a.final == nil {
+			a.final = render(replyOf(text))
+		}
+		want = a.final
+	case a.broken:
+		return nil, 0
+	default:
+		if d := a.d.editDue(); d > 0 && len(a.msgs) > 0 {
+			return nil, d // the text so far goes out with the next edit
+		}
+		final, growing := streamChunks(text)
+		want = final
+		if growing != "" {
+			want = append(want, growing)
+		}
+	}
+	for i, w := range want {
+		if i == len(a.msgs) {
+			return a.sendStep(w, frozen), 0
+		}
+		if m := a.msgs[i]; m.text == w && !(frozen && m.stale) {
+			continue
+		}
+		if d := a.d.editDue(); d > 0 {
+			return nil, d
+		}
+		return a.editStep(i, w, frozen), 0
+	}
+	if frozen {
+		if len(a.msgs) > len(want) {
+			return a.deleteStep(len(want)), 0
+		}
+		a.done = true
+	}
+	return nil, 0
+}
 
 // sendStep sends an answer's next message; its first one replies to the
 // owner's message. A failure while streaming stops the streaming (the
 // step's end tries again); at the step's end it gives up.
-func (t *turn) sendStep(it *item, text string) func() {
-	first, frozen := len(it.msgs) == 0, it.frozen
-	return func() {
+func (a *answer) sendStep(text string, frozen bool) turnrender.Step {
+	d, first := a.d, len(a.msgs) == 0
+	return func(ctx context.Context) func() {
 		m := newMessage(text)
 		if first {
-			m.Reference = reference(t.chatID, t.replyTo)
+			m.Reference = reference(d.chatID, d.replyTo)
 		}
-		id, err := t.post(m)
-		t.mu.Lock()
-		defer t.mu.Unlock()
-		switch {
-		case err == nil:
-			it.msgs = append(it.msgs, shown{id: id, text: text})
-		case frozen:
-			t.failed("sending the answer failed", err)
-			it.done = true
-		default:
-			t.failed("sending the streaming answer failed", err)
-			it.broken = true
+		id, err := d.post(ctx, m)
+		return func() {
+			switch {
+			case err == nil:
+				a.msgs = append(a.msgs, shown{id: id, text: text})
+			case frozen:
+				d.failed(ctx, "sending the answer failed", err)
+				a.done = true
+			default:
+				d.failed(ctx, "sending the streaming answer failed", err)
+				a.broken = true
+			}
 		}
 	}
 }
 
 // editStep changes the text of an answer's message. A failed edit is not
 // retried while the answer streams; the step's end tries it once more.
-func (t *turn) editStep(it *item, i int, text string) func() {
-	id, frozen := it.msgs[i].id, it.frozen
-	return func() {
-		err := t.editMessage(id, text, nil)
-		t.mu.Lock()
-		defer t.mu.Unlock()
-		if err != nil {
-			t.failed("editing the answer failed", err)
+func (a *answer) editStep(i int, text string, frozen bool) turnrender.Step {
+	d, id := a.d, a.msgs[i].id
+	return func(ctx context.Context) func() {
+		err := d.editMessage(ctx, id, text, nil)
+		return func() {
+			if err != nil {
+				d.failed(ctx, "editing the answer failed", err)
+			}
+			a.msgs[i] = shown{id: id, text: text, stale: err != nil && !frozen}
 		}
-		it.msgs[i] = shown{id: id, text: text, stale: err != nil && !frozen}
 	}
 }
 
 // deleteStep deletes an answer's message from i on, one at a time.
-func (t *turn) deleteStep(it *item, i int) func() {
-	id := it.msgs[i].id
-	return func() {
-		err := t.deleteMessage(id)
-		t.mu.Lock()
-		defer t.mu.Unlock()
-		if err != nil {
-			t.failed("deleting a surplus message of the answer failed", err)
+func (a *answer) deleteStep(i int) turnrender.Step {
+	d, id := a.d, a.msgs[i].id
+	return func(ctx context.Context) func() {
+		err := d.deleteMessage(ctx, id)
+		return func() {
+			if err != nil {
+				d.failed(ctx, "deleting a surplus message of the answer failed", err)
+			}
+			a.msgs = slices.Delete(a.msgs, i, i+1)
 		}
-		it.msgs = slices.Delete(it.msgs, i, i+1)
-	}
-}
-
-// toolStep sends or edits a tool line.
-func (t *turn) toolStep(it *item, line string) func() {
-	id, result := it.lineID, it.result
-	return func() {
-		var err error
-		if id == "" {
-			id, err = t.post(newMessage(line))
-		} else {
-			err = t.editMessage(id, line, nil)
-		}
-		t.mu.Lock()
-		defer t.mu.Unlock()
-		if err != nil {
-			t.failed("showing a tool call failed", err)
-			// Not again: a line that cannot be shown is not worth a stuck turn.
-			it.done = id == "" || result != nil
-		}
-		it.lineID, it.line = id, line
-	}
-}
-
-// approvalStep sends the request with Approve / Always / Deny buttons;
-// should the id make a custom_id too long, the text commands stand in for
-// them.
-func (t *turn) approvalStep(it *item) func() {
-	a := it.approval
-	return func() {
-		text := "🔐 Allow **" + escapeMarkdown(a.Tool) + "**?"
-		if a.Summary != "" {
-			text += "\n" + fence + "\n" + escapeFences(clipRunes(a.Summary, maxSummary)) + "\n" + fence
-		}
-		m := newMessage(text)
-		if len(dataApprove+a.ID) > maxCustomID {
-			m.Content += fmt.Sprintf("\n/approve %s · /always %s · /deny %s", a.ID, a.ID, a.ID)
-		} else {
-			m.Components = []discordgo.MessageComponent{discordgo.ActionsRow{Components: []discordgo.MessageComponent{
-				discordgo.Button{Label: "Approve", Style: discordgo.SuccessButton, CustomID: dataApprove + a.ID},
-				discordgo.Button{Label: "Always", Style: discordgo.PrimaryButton, CustomID: dataAlways + a.ID},
-				discordgo.Button{Label: "Deny", Style: discordgo.DangerButton, CustomID: dataDeny + a.ID},
-			}}}
-		}
-		id, err := t.post(m)
-		if err != nil {
-			t.failed("sending an approval request failed", err)
-		} else {
-			t.g.texts.remember(id, m.Content)
-		}
-		t.mu.Lock()
-		it.done = true
-		t.mu.Unlock()
-	}
-}
-
-func (t *turn) post(m *discordgo.MessageSend) (string, error) {
-	s, err := t.g.started()
-	if err != nil {
-		return "", err
-	}
-	sent, err := t.g.post(t.ctx, s, t.chatID, m)
-	if err != nil {
-		return "", err
-	}
-	return sent.ID, nil
-}
-
-func (t *turn) editMessage(id, text string, rows *[]discordgo.MessageComponent) error {
-	s, err := t.g.started()
-	if err != nil {
-		return err
-	}
-	return t.g.edit(t.ctx, s, t.chatID, id, text, rows)
-}
-
-func (t *turn) deleteMessage(id string) error {
-	s, err := t.g.started()
-	if err != nil {
-		return err
-	}
-	return t.g.call(t.ctx, requestTimeout, nil, func(opts ...discordgo.RequestOption) error {
-		return s.ChannelMessageDelete(t.chatID, id, opts...)
-	})
-}
-
-func (t *turn) failed(what string, err error) {
-	if t.ctx.Err() == nil {
-		t.g.log.Warn(what, "channel_id", t.chatID, "err", err)
 	}
 }
 
@@ -176,18 +151,9 @@ func toolLine(c agent.ToolCall, r *agent.ToolResult) string {
 		return "✗ " + line + " · denied"
 	case r.Err != nil:
 		first, _, _ := strings.Cut(r.Err.Error(), "\n")
-		return "✗ " + line + " · " + seconds(r.Duration) + "\n" + inlineCode(clipRunes(first, maxLineError))
+		return "✗ " + line + " · " + turnrender.Seconds(r.Duration) + "\n" + inlineCode(clipRunes(first, maxLineError))
 	}
-	return "✓ " + line + " · " + seconds(r.Duration)
-}
-
-// seconds formats a duration for a tool line: 0.4s, 12.3s, 2m05s.
-func seconds(d time.Duration) string {
-	if d < time.Minute {
-		return fmt.Sprintf("%.1fs", d.Seconds())
-	}
-	d = d.Round(time.Second)
-	return fmt.Sprintf("%dm%02ds", int(d.Minutes()), int(d.Seconds())%60)
+	return "✓ " + line + " · " + turnrender.Seconds(r.Duration)
 }
 
 // inlineCode shows s as code, so Markdown in a command does not render.

@@ -14,6 +14,7 @@ import (
 	tgbotapi "github.com/go-telegram-bot-api/telegram-bot-api/v5"
 
 	"github.com/latchd/latch/gateways"
+	"github.com/latchd/latch/gateways/internal/redact"
 )
 
 // maxResponseBytes bounds a Bot API answer. 100 updates of maximal messages
@@ -94,13 +95,13 @@ func (b *limitedBody) Close() error {
 }
 
 // redacted replaces the token in scrubbed text.
-const redacted = "<redacted>"
+const redacted = redact.Placeholder
 
 // scrub returns err with every occurrence of the token removed. URL and API
 // errors are rebuilt field by field so callers can still inspect them; any
 // other error that mentions the token anywhere in its chain is replaced by an
 // opaque one that keeps only its text (scrubbed) and whether it was a
-// cancellation or a timeout.
+// cancellation, a timeout or ErrUnauthorized.
 func scrub(err error, token string) error {
 	if err == nil || token == "" {
 		return err
@@ -113,69 +114,18 @@ func scrub(err error, token string) error {
 		c.Message = scrubString(c.Message, token)
 		return &c
 	}
-	if !leaks(err, token) {
-		return err
-	}
-	s := &scrubbedError{msg: scrubString(err.Error(), token)}
-	for _, kind := range []error{context.Canceled, context.DeadlineExceeded, ErrUnauthorized, gateways.ErrUnauthorized} {
-		if errors.Is(err, kind) {
-			s.kinds = append(s.kinds, kind)
-		}
-	}
-	return s
+	return redact.Opaque(err, tokenForms(token), ErrUnauthorized, gateways.ErrUnauthorized)
 }
 
-// leaks reports whether any error in err's chain mentions the token.
-func leaks(err error, token string) bool {
-	if err == nil {
-		return false
-	}
-	if scrubString(err.Error(), token) != err.Error() {
-		return true
-	}
-	switch u := err.(type) {
-	case interface{ Unwrap() error }:
-		return leaks(u.Unwrap(), token)
-	case interface{ Unwrap() []error }:
-		for _, e := range u.Unwrap() {
-			if leaks(e, token) {
-				return true
-			}
-		}
-	}
-	return false
-}
+// scrubString removes the token from s.
+func scrubString(s, token string) string { return redact.String(s, tokenForms(token)) }
 
-// scrubString removes the token, in the forms a URL may carry it, and its
-// secret half on its own.
-func scrubString(s, token string) string {
-	if token == "" {
-		return s
-	}
-	forms := []string{token, url.PathEscape(token), url.QueryEscape(token)}
+// tokenForms are the forms of the token to remove: those a URL may carry,
+// and its secret half on its own.
+func tokenForms(token string) []string {
+	forms := redact.URLForms(token)
 	if _, secret, ok := strings.Cut(token, ":"); ok && len(secret) >= 8 {
 		forms = append(forms, secret)
 	}
-	for _, f := range forms {
-		s = strings.ReplaceAll(s, f, redacted)
-	}
-	return s
-}
-
-// scrubbedError is an error whose original mentioned the token.
-type scrubbedError struct {
-	msg   string
-	kinds []error
-}
-
-func (e *scrubbedError) Error() string { return e.msg }
-
-// Is keeps errors.Is working for cancellation, timeouts and ErrUnauthorized.
-func (e *scrubbedError) Is(target error) bool {
-	for _, k := range e.kinds {
-		if k == target {
-			return true
-		}
-	}
-	return false
+	return forms
 }

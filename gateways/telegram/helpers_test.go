@@ -1,18 +1,15 @@
 package telegram
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"io"
-	"log/slog"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/latchd/latch/gateways"
+	"github.com/latchd/latch/gateways/internal/adaptertest"
 	"github.com/latchd/latch/gateways/telegram/telegramtest"
 )
 
@@ -20,9 +17,9 @@ import (
 // logs or errors.
 const testToken = "987654321:AAF-secretTokenValue_0123456789abcdefg"
 
-// waitLimit bounds every wait in these tests. It is generous on purpose: it
-// only turns a hang into a failure.
-const waitLimit = 20 * time.Second
+// waitLimit bounds every wait in these tests; it only turns a hang into a
+// failure.
+const waitLimit = adaptertest.WaitLimit
 
 var (
 	alice = telegramtest.User{ID: 1111, FirstName: "Alice", LastName: "Liddell", Username: "alice"}
@@ -30,37 +27,10 @@ var (
 )
 
 // logBuffer collects log output from concurrent goroutines.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
+type logBuffer struct{ adaptertest.LogBuffer }
 
 // lines returns the log lines containing all of the given substrings.
-func (l *logBuffer) lines(subs ...string) []string {
-	var out []string
-	for _, line := range strings.Split(l.String(), "\n") {
-		ok := line != ""
-		for _, s := range subs {
-			ok = ok && strings.Contains(line, s)
-		}
-		if ok {
-			out = append(out, line)
-		}
-	}
-	return out
-}
+func (l *logBuffer) lines(subs ...string) []string { return l.Lines(subs...) }
 
 // newFake starts a fake Bot API for testToken.
 func newFake(t *testing.T) *telegramtest.Server {
@@ -79,8 +49,7 @@ func newGateway(t *testing.T, srv *telegramtest.Server, mutate ...func(*Config))
 		m(&cfg)
 	}
 	logs := &logBuffer{}
-	h := slog.NewTextHandler(io.MultiWriter(logs, t.Output()), &slog.HandlerOptions{Level: slog.LevelDebug})
-	return New(cfg, slog.New(h)), logs
+	return New(cfg, adaptertest.Logger(t, logs)), logs
 }
 
 // started is newGateway plus a successful Start.
@@ -93,49 +62,18 @@ func started(t *testing.T, srv *telegramtest.Server, mutate ...func(*Config)) (*
 	return g, logs
 }
 
-func testContext(t *testing.T) context.Context {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), waitLimit)
-	t.Cleanup(cancel)
-	return ctx
-}
+// testContext is the test's context bounded by waitLimit; eventually
+// polls a condition until it holds or waitLimit passes.
+var (
+	testContext = adaptertest.Context
+	eventually  = adaptertest.Eventually
+)
 
 // run starts g.Run in the background. The returned stop cancels it and
 // returns Run's result; it also runs at cleanup.
 func run(t *testing.T, g *Gateway, sink gateways.Sink) (stop func() error) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	errc := make(chan error, 1)
-	go func() { errc <- g.Run(ctx, sink) }()
-	var once sync.Once
-	var result error
-	stop = func() error {
-		once.Do(func() {
-			cancel()
-			select {
-			case result = <-errc:
-			case <-time.After(waitLimit):
-				result = errors.New("Run did not return after its context ended")
-			}
-		})
-		return result
-	}
-	t.Cleanup(func() { _ = stop() })
-	return stop
-}
-
-// eventually polls cond until it holds or waitLimit passes.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(waitLimit)
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		<-tick.C
-	}
+	return adaptertest.Run(t, func(ctx context.Context) error { return g.Run(ctx, sink) })
 }
 
 // waitFake waits for a condition on the fake's state.

@@ -10,6 +10,8 @@ import (
 
 	tgbotapi "github.com/go-telegram-bot-api/telegram-bot-api/v5"
 	"golang.org/x/time/rate"
+
+	"github.com/latchd/latch/gateways/internal/retry"
 )
 
 const (
@@ -65,7 +67,7 @@ func (g *Gateway) post(ctx context.Context, chat int64, c tgbotapi.Chattable, ti
 			return nil, err
 		}
 		g.log.Info("rate limited by the Bot API; waiting to send", "retry_after", wait)
-		if !sleep(ctx, wait) {
+		if !retry.Sleep(ctx, wait) {
 			return nil, ctx.Err()
 		}
 	}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"math/rand/v2"
 	"net/http"
 	"strconv"
 	"strings"
@@ -14,6 +13,7 @@ import (
 	tgbotapi "github.com/go-telegram-bot-api/telegram-bot-api/v5"
 
 	"github.com/latchd/latch/gateways"
+	"github.com/latchd/latch/gateways/internal/retry"
 )
 
 // allowedUpdates are the update types latch asks for, by polling and by
@@ -57,7 +57,7 @@ type poller struct {
 	g       *Gateway
 	sink    gateways.Sink
 	offset  int // next getUpdates offset; 0 = none yet
-	backoff backoff
+	backoff retry.Backoff
 	// conflict is set during a run of 409 answers, so the warning is
 	// logged once per episode.
 	conflict bool
@@ -79,9 +79,9 @@ func (p *poller) loadCursor(ctx context.Context) bool {
 		if ctx.Err() != nil {
 			return false
 		}
-		d := bo.next()
+		d := bo.Next()
 		p.g.log.Warn("reading the update cursor failed; retrying", "err", p.g.scrub(err), "retry_in", d)
-		if !sleep(ctx, d) {
+		if !retry.Sleep(ctx, d) {
 			return false
 		}
 	}
@@ -114,7 +114,7 @@ func (p *poller) step(ctx context.Context) error {
 	p.recovered()
 	b := p.g.translate(raws, p.offset)
 	if b.count == 0 {
-		sleep(ctx, minEmptyPoll-time.Since(start))
+		retry.Sleep(ctx, minEmptyPoll-time.Since(start))
 		return nil
 	}
 	p.deliver(ctx, b)
@@ -156,10 +156,10 @@ func (p *poller) deliver(ctx context.Context, b batch) {
 		if ctx.Err() != nil {
 			return
 		}
-		d := bo.next()
+		d := bo.Next()
 		p.g.log.Warn("storing updates failed; retrying the same batch",
 			"err", p.g.scrub(err), "messages", len(b.msgs), "retry_in", d)
-		if !sleep(ctx, d) {
+		if !retry.Sleep(ctx, d) {
 			return
 		}
 	}
@@ -174,7 +174,7 @@ func (p *poller) failed(ctx context.Context, err error) error {
 	p.g.setStatus(err)
 	var apiErr *tgbotapi.Error
 	isAPI := errors.As(err, &apiErr)
-	wait := p.backoff.next()
+	wait := p.backoff.Next()
 	switch {
 	case isAPI && apiErr.Code == http.StatusUnauthorized:
 		p.g.log.Error("the Bot API rejected the token; polling stopped", "err", err)
@@ -188,7 +188,7 @@ func (p *poller) failed(ctx context.Context, err error) error {
 		p.shrink = p.shrink || undecodable(err)
 		p.g.log.Warn("getUpdates failed; retrying", "err", err, "retry_in", wait)
 	}
-	sleep(ctx, wait)
+	retry.Sleep(ctx, wait)
 	return nil
 }
 
@@ -219,7 +219,7 @@ func (p *poller) recovered() {
 		p.g.log.Info("polling works again after 409 Conflict")
 	}
 	p.conflict, p.shrink = false, false
-	p.backoff.reset()
+	p.backoff.Reset()
 	p.g.setStatus(nil)
 }
 
@@ -232,39 +232,7 @@ func undecodable(err error) bool {
 		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, errResponseTooLarge)
 }
 
-// backoff is exponential back-off with jitter. The jitter only lengthens a
-// wait, so the minimum holds.
-type backoff struct {
-	min, max, cur time.Duration
-}
-
-func (g *Gateway) newBackoff() backoff {
-	return backoff{min: g.cfg.MinBackoff, max: g.cfg.MaxBackoff}
-}
-
-func (b *backoff) next() time.Duration {
-	if b.cur == 0 {
-		b.cur = b.min
-	} else {
-		b.cur = min(b.cur*2, b.max)
-	}
-	return min(b.cur+rand.N(b.cur/2+1), b.max)
-}
-
-func (b *backoff) reset() { b.cur = 0 }
-
-// sleep waits for d or until ctx ends, and reports whether it waited the
-// full time.
-func sleep(ctx context.Context, d time.Duration) bool {
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
+// newBackoff is a back-off within the configured bounds.
+func (g *Gateway) newBackoff() retry.Backoff {
+	return retry.Backoff{Min: g.cfg.MinBackoff, Max: g.cfg.MaxBackoff}
 }

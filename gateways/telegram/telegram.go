@@ -30,6 +30,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/latchd/latch/gateways"
+	"github.com/latchd/latch/gateways/internal/retry"
 )
 
 const (
@@ -147,13 +148,7 @@ func New(cfg Config, log *slog.Logger) *Gateway {
 	if cfg.PollTimeout <= 0 {
 		cfg.PollTimeout = DefaultPollTimeout
 	}
-	if cfg.MinBackoff <= 0 {
-		cfg.MinBackoff = time.Second
-	}
-	if cfg.MaxBackoff <= 0 {
-		cfg.MaxBackoff = time.Minute
-	}
-	cfg.MaxBackoff = max(cfg.MaxBackoff, cfg.MinBackoff)
+	cfg.MinBackoff, cfg.MaxBackoff = retry.Limits(cfg.MinBackoff, cfg.MaxBackoff)
 	cfg.WebhookURL = strings.TrimSpace(cfg.WebhookURL)
 	if cfg.WebhookListen = strings.TrimSpace(cfg.WebhookListen); cfg.WebhookListen == "" {
 		cfg.WebhookListen = DefaultWebhookListen

@@ -1,9 +1,10 @@
 package telegram
 
 import (
-	"fmt"
 	"strings"
-	"time"
+
+	"github.com/latchd/latch/agent"
+	"github.com/latchd/latch/gateways/internal/turnrender"
 )
 
 const (
@@ -21,12 +22,11 @@ const (
 // adds its error: the first line at normal verbosity, the first lines at
 // verbose. (A successful call's output is not in agent.ToolResult, so it
 // is never shown.)
-func (t *turn) toolLine(it *item) string {
-	line := it.call.Name
-	if s := oneLine(it.call.Summary); s != "" {
+func toolLine(c agent.ToolCall, r *agent.ToolResult, verbosity string) string {
+	line := c.Name
+	if s := oneLine(c.Summary); s != "" {
 		line += ": " + clipRunes(s, maxSummaryRunes)
 	}
-	r := it.result
 	if r == nil {
 		return "⚙ " + line
 	}
@@ -38,13 +38,13 @@ func (t *turn) toolLine(it *item) string {
 	if r.Denied {
 		line += " · denied"
 	} else {
-		line += " · " + seconds(r.Duration)
+		line += " · " + turnrender.Seconds(r.Duration)
 	}
-	if r.Err == nil || r.Denied && t.g.cfg.Verbosity != VerbosityVerbose {
+	if r.Err == nil || r.Denied && verbosity != VerbosityVerbose {
 		return line
 	}
 	msg := r.Err.Error()
-	if t.g.cfg.Verbosity == VerbosityVerbose {
+	if verbosity == VerbosityVerbose {
 		lines := strings.Split(msg, "\n")
 		lines = lines[:min(len(lines), maxVerboseErrorLines)]
 		return line + "\n" + clipRunes(strings.Join(lines, "\n"), maxVerboseErrorRunes)
@@ -56,13 +56,4 @@ func (t *turn) toolLine(it *item) string {
 // oneLine joins a summary's lines so that it fits on one.
 func oneLine(s string) string {
 	return strings.Join(strings.Fields(strings.ReplaceAll(s, "\n", " ⏎ ")), " ")
-}
-
-// seconds formats a duration for a tool line: 0.4s, 12.3s, 2m05s.
-func seconds(d time.Duration) string {
-	if d < time.Minute {
-		return fmt.Sprintf("%.1fs", d.Seconds())
-	}
-	d = d.Round(time.Second)
-	return fmt.Sprintf("%dm%02ds", int(d.Minutes()), int(d.Seconds())%60)
 }

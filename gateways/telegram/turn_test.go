@@ -10,12 +10,16 @@ import (
 	"time"
 
 	"github.com/latchd/latch/agent"
+	"github.com/latchd/latch/gateways/internal/turnrender"
 	"github.com/latchd/latch/gateways/telegram/telegramtest"
 	"github.com/latchd/latch/gateways/telegram/tgmd"
 )
 
 // ender is the optional end of a rendered turn.
 type ender interface{ End() }
+
+// turnActive reports whether a rendered turn's goroutine runs.
+func turnActive(ev agent.Events) bool { return ev.(*turnrender.Turn[int]).Active() }
 
 // question delivers a message from alice and returns its id, for threading.
 func question(srv *telegramtest.Server) string {
@@ -259,24 +263,15 @@ func TestRenderTurnEndShowsPartialAnswer(t *testing.T) {
 	if len(edits) == 0 || edits[len(edits)-1].Text != "Partial <b>answer</b>" {
 		t.Errorf("edits %+v, want the partial answer formatted", edits)
 	}
-	tr := ev.(*turn)
-	tr.mu.Lock()
-	active := tr.active
-	tr.mu.Unlock()
-	if active {
+	if turnActive(ev) {
 		t.Error("the renderer's goroutine still runs after End")
 	}
 	ev.(ender).End() // a second End is harmless
 }
 
 func TestRenderTurnGoroutineStops(t *testing.T) {
-	isActive := func(ev any) func() bool {
-		tr := ev.(*turn)
-		return func() bool {
-			tr.mu.Lock()
-			defer tr.mu.Unlock()
-			return tr.active
-		}
+	isActive := func(ev agent.Events) func() bool {
+		return func() bool { return turnActive(ev) }
 	}
 	t.Run("idle", func(t *testing.T) {
 		srv := newFake(t)
@@ -360,12 +355,7 @@ func TestRenderTurnIdleWhileAwaitingApproval(t *testing.T) {
 	g.timing.idle = 30 * time.Millisecond
 	ev := g.RenderTurn(testContext(t), "1111", question(srv))
 	ev.Approval(agent.Approval{ID: "a1", Tool: "bash"})
-	tr := ev.(*turn)
-	eventually(t, "the goroutine to stop while the approval waits", func() bool {
-		tr.mu.Lock()
-		defer tr.mu.Unlock()
-		return !tr.active
-	})
+	eventually(t, "the goroutine to stop while the approval waits", func() bool { return !turnActive(ev) })
 	typing := srv.Count("sendChatAction")
 	ev.ToolStarted(agent.ToolCall{ID: "1", Name: "bash"})
 	waitFake(t, srv, "typing again after the answer", func() bool { return srv.Count("sendChatAction") > typing })

@@ -1,16 +1,49 @@
 package telegram
 
 import (
+	"context"
 	"strings"
 	"time"
 
 	tgbotapi "github.com/go-telegram-bot-api/telegram-bot-api/v5"
 
+	"github.com/latchd/latch/gateways/internal/turnrender"
 	"github.com/latchd/latch/gateways/telegram/tgmd"
 )
 
-// The steps of a rendered turn: each returns the call to make, run by the
-// turn's goroutine without the lock, recording the outcome under it.
+// answer shows one answer of a turn (turnrender.Answer): a placeholder as
+// soon as it has text, edited to the text so far as plain text at most
+// once per stream interval; once complete, formatted HTML: the first chunk
+// replaces the streaming message, the others follow as new messages.
+type answer struct {
+	d     *delivery
+	msgID int    // the streaming message; 0 not sent, -1 sending failed
+	shown string // what msgID shows now
+	done  bool   // shown in its final form
+}
+
+func (a *answer) Done() bool { return a.done }
+
+// Shown: a streaming answer counts as shown once its message exists.
+func (a *answer) Shown(md string) bool { return a.msgID != 0 || strings.TrimSpace(md) == "" }
+
+func (a *answer) Next(md string, frozen bool) (turnrender.Step, time.Duration) {
+	switch {
+	case frozen:
+		return a.deliverStep(md), 0
+	case a.msgID == 0:
+		if strings.TrimSpace(md) == "" {
+			return nil, 0 // no placeholder for white space alone
+		}
+		return a.streamStep(md, true), 0
+	case a.msgID > 0 && preview(md) != a.shown:
+		if d := time.Until(a.d.lastStream.Add(a.d.stream)); d > 0 {
+			return nil, d
+		}
+		return a.streamStep(md, false), 0
+	}
+	return nil, 0
+}
 
 // preview is a streaming answer as plain text within one message.
 func preview(md string) string {
@@ -21,76 +54,61 @@ func preview(md string) string {
 }
 
 // streamStep sends the streaming message (first) or edits it.
-func (t *turn) streamStep(it *item, first bool) func() {
+func (a *answer) streamStep(md string, first bool) turnrender.Step {
+	d := a.d
 	text := placeholder
 	if !first {
-		text = preview(it.text)
+		text = preview(md)
 	}
-	id := it.msgID
-	t.lastStream = time.Now()
-	return func() {
+	id := a.msgID
+	d.lastStream = time.Now()
+	return func(ctx context.Context) func() {
 		var err error
 		if first {
-			cfg := tgbotapi.NewMessage(t.chat, text)
-			t.thread(&cfg.BaseChat)
+			cfg := tgbotapi.NewMessage(d.chat, text)
+			d.thread(&cfg.BaseChat)
 			cfg.DisableWebPagePreview = true
-			id, err = t.g.sendMessage(t.ctx, cfg)
+			id, err = d.g.sendMessage(ctx, cfg)
 		} else {
-			edit := tgbotapi.NewEditMessageText(t.chat, id, text)
+			edit := tgbotapi.NewEditMessageText(d.chat, id, text)
 			edit.DisableWebPagePreview = true
-			_, err = t.g.post(t.ctx, t.chat, edit, 0)
+			_, err = d.g.post(ctx, d.chat, edit, 0)
 		}
-		t.mu.Lock()
-		defer t.mu.Unlock()
-		t.lastStream = time.Now()
-		switch {
-		case err == nil || notModified(err):
-			it.msgID, it.shown = id, text
-		case first:
-			t.failed("sending the streaming answer failed", err)
-			it.msgID = -1
-		default:
-			// Keep streaming into it: a later edit may work.
-			t.failed("editing the streaming answer failed", err)
-			it.shown = text
+		return func() {
+			d.lastStream = time.Now()
+			switch {
+			case err == nil || notModified(err):
+				a.msgID, a.shown = id, text
+			case first:
+				d.failed(ctx, "sending the streaming answer failed", err)
+				a.msgID = -1
+			default:
+				// Keep streaming into it: a later edit may work.
+				d.failed(ctx, "editing the streaming answer failed", err)
+				a.shown = text
+			}
 		}
-	}
-}
-
-// thread makes the message a reply to the user's.
-func (t *turn) thread(c *tgbotapi.BaseChat) {
-	if t.replyTo != 0 {
-		c.ReplyToMessageID = t.replyTo
-		c.AllowSendingWithoutReply = true
-	}
-}
-
-func (t *turn) failed(what string, err error) {
-	if t.ctx.Err() == nil {
-		t.g.log.Warn(what, "chat_id", t.chatID, "err", err)
 	}
 }
 
 // deliverStep shows a complete answer as formatted HTML: the first chunk
 // replaces the streaming message, the others follow as new messages.
-func (t *turn) deliverStep(it *item) func() {
-	md, id := it.text, it.msgID
-	return func() {
+func (a *answer) deliverStep(md string) turnrender.Step {
+	d, id := a.d, a.msgID
+	return func(ctx context.Context) func() {
 		chunks := htmlChunks(md)
 		for i, c := range chunks {
 			if i == 0 && id > 0 {
-				if err := t.editHTML(id, c); err == nil {
+				if err := d.editHTML(ctx, id, c); err == nil {
 					continue
 				}
 			}
 			reply := i == 0
-			if err := t.sendHTML(c, reply); err != nil {
-				t.failed("sending the answer failed", err)
+			if err := d.sendHTML(ctx, c, reply); err != nil {
+				d.failed(ctx, "sending the answer failed", err)
 			}
 		}
-		t.mu.Lock()
-		it.done = true
-		t.mu.Unlock()
+		return func() { a.done = true }
 	}
 }
 
@@ -108,18 +126,18 @@ func htmlChunks(md string) []string {
 
 // editHTML edits a message to an HTML chunk, falling back to its plain
 // text if Telegram cannot parse it.
-func (t *turn) editHTML(id int, chunk string) error {
-	edit := tgbotapi.NewEditMessageText(t.chat, id, chunk)
+func (d *delivery) editHTML(ctx context.Context, id int, chunk string) error {
+	edit := tgbotapi.NewEditMessageText(d.chat, id, chunk)
 	edit.ParseMode = tgbotapi.ModeHTML
 	edit.DisableWebPagePreview = true
-	_, err := t.g.post(t.ctx, t.chat, edit, 0)
+	_, err := d.g.post(ctx, d.chat, edit, 0)
 	if badMarkup(err) {
-		t.g.log.Warn("Telegram could not parse the answer's HTML; showing it as plain text", "err", err)
+		d.g.log.Warn("Telegram could not parse the answer's HTML; showing it as plain text", "err", err)
 		edit.ParseMode, edit.Text = "", tgmd.Visible(chunk)
-		_, err = t.g.post(t.ctx, t.chat, edit, 0)
+		_, err = d.g.post(ctx, d.chat, edit, 0)
 	}
 	if err != nil && !notModified(err) {
-		t.failed("editing the answer failed; sending it anew", err)
+		d.failed(ctx, "editing the answer failed; sending it anew", err)
 		return err
 	}
 	return nil
@@ -127,61 +145,18 @@ func (t *turn) editHTML(id int, chunk string) error {
 
 // sendHTML sends an HTML chunk as a new message, as plain text if Telegram
 // cannot parse it.
-func (t *turn) sendHTML(chunk string, reply bool) error {
-	cfg := tgbotapi.NewMessage(t.chat, chunk)
+func (d *delivery) sendHTML(ctx context.Context, chunk string, reply bool) error {
+	cfg := tgbotapi.NewMessage(d.chat, chunk)
 	cfg.ParseMode = tgbotapi.ModeHTML
 	cfg.DisableWebPagePreview = true
 	if reply {
-		t.thread(&cfg.BaseChat)
+		d.thread(&cfg.BaseChat)
 	}
-	_, err := t.g.sendMessage(t.ctx, cfg)
+	_, err := d.g.sendMessage(ctx, cfg)
 	if badMarkup(err) {
-		t.g.log.Warn("Telegram could not parse the answer's HTML; sending it as plain text", "err", err)
+		d.g.log.Warn("Telegram could not parse the answer's HTML; sending it as plain text", "err", err)
 		cfg.ParseMode, cfg.Text = "", tgmd.Visible(chunk)
-		_, err = t.g.sendMessage(t.ctx, cfg)
+		_, err = d.g.sendMessage(ctx, cfg)
 	}
 	return err
-}
-
-// toolStep sends or edits a tool line.
-func (t *turn) toolStep(it *item, line string) func() {
-	id := it.msgID
-	return func() {
-		var err error
-		if id == 0 {
-			cfg := tgbotapi.NewMessage(t.chat, line)
-			cfg.DisableWebPagePreview = true
-			id, err = t.g.sendMessage(t.ctx, cfg)
-		} else {
-			edit := tgbotapi.NewEditMessageText(t.chat, id, line)
-			edit.DisableWebPagePreview = true
-			_, err = t.g.post(t.ctx, t.chat, edit, 0)
-			if notModified(err) {
-				err = nil
-			}
-		}
-		t.mu.Lock()
-		defer t.mu.Unlock()
-		if err != nil {
-			t.failed("showing a tool call failed", err)
-			if id == 0 {
-				id = -1
-			}
-			it.done = it.result != nil || id == -1
-		}
-		it.msgID, it.shown = id, line
-	}
-}
-
-// sendApprovalStep sends an approval request.
-func (t *turn) sendApprovalStep(it *item) func() {
-	a := it.approval
-	return func() {
-		if err := t.g.sendApproval(t.ctx, t.chat, a); err != nil {
-			t.failed("sending an approval request failed", err)
-		}
-		t.mu.Lock()
-		it.done = true
-		t.mu.Unlock()
-	}
 }

@@ -8,7 +8,6 @@ import (
 	"reflect"
 	"strings"
 	"testing"
-	"time"
 	"unicode/utf16"
 
 	tgbotapi "github.com/go-telegram-bot-api/telegram-bot-api/v5"
@@ -119,27 +118,5 @@ func TestRenderPre(t *testing.T) {
 	}
 	if got := render(gatewaysReply("bad \xff utf8", false)); len(got) != 1 || got[0] != "bad \uFFFD utf8" {
 		t.Errorf("invalid UTF-8 rendered as %q, want it replaced", got)
-	}
-}
-
-func TestBackoff(t *testing.T) {
-	b := backoff{min: time.Second, max: time.Minute}
-	prev := time.Duration(0)
-	for i := range 12 {
-		d := b.next()
-		if d < time.Second || d > time.Minute {
-			t.Fatalf("wait %d = %v, want within [1s, 60s]", i, d)
-		}
-		if i < 5 && d < prev {
-			t.Errorf("wait %d = %v shrank from %v", i, d, prev)
-		}
-		prev = d
-	}
-	if prev != time.Minute {
-		t.Errorf("after 12 failures the wait is %v, want the 60s cap", prev)
-	}
-	b.reset()
-	if d := b.next(); d < time.Second || d > 1500*time.Millisecond {
-		t.Errorf("first wait after reset = %v, want 1s to 1.5s", d)
 	}
 }

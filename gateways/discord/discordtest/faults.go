@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/latchd/latch/gateways/internal/faketest"
 )
 
 // Fault is a failure injected into one request of a route.
@@ -40,48 +42,22 @@ type Fault struct {
 func (s *Server) Inject(route string, faults ...Fault) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.faults[route] = append(s.faults[route], faults...)
+	for _, f := range faults {
+		s.faults.Add(route, f, f.Times)
+	}
 }
 
 // ClearFaults drops the faults still queued for a route.
 func (s *Server) ClearFaults(route string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	delete(s.faults, route)
-}
-
-func (s *Server) takeFaultLocked(route string) (Fault, bool) {
-	q := s.faults[route]
-	if len(q) == 0 {
-		return Fault{}, false
-	}
-	f := q[0]
-	switch {
-	case f.Times < 0:
-	case f.Times > 1:
-		q[0].Times--
-	default:
-		q = q[1:]
-	}
-	if len(q) == 0 {
-		delete(s.faults, route)
-	} else {
-		s.faults[route] = q
-	}
-	return f, true
+	s.faults.Clear(route)
 }
 
 // applyFault carries out f and reports whether it answered the request.
 func (s *Server) applyFault(req *request, f Fault) bool {
-	if f.Delay > 0 {
-		t := time.NewTimer(f.Delay)
-		defer t.Stop()
-		select {
-		case <-t.C:
-		case <-req.r.Context().Done():
-			return true
-		case <-s.done:
-		}
+	if !faketest.Hold(req.r, s.done, f.Delay) {
+		return true
 	}
 	w := req.w
 	for k, v := range f.Headers {
@@ -89,11 +65,8 @@ func (s *Server) applyFault(req *request, f Fault) bool {
 	}
 	switch {
 	case f.Hangup:
-		if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
-			_ = conn.Close()
-			return true
-		}
-		panic(http.ErrAbortHandler)
+		faketest.Hangup(w)
+		return true
 	case f.Body != "":
 		status := f.Status
 		if status == 0 {

@@ -3,6 +3,8 @@ package discordtest
 import (
 	"context"
 	"slices"
+
+	"github.com/latchd/latch/gateways/internal/faketest"
 )
 
 // Sent returns a snapshot of every message the bot sent (follow-ups
@@ -32,17 +34,7 @@ func (s *Server) SentTo(channelID string) []Sent {
 // satisfies match and returns the first that does. It fails when ctx ends
 // or the server closes.
 func (s *Server) WaitSent(ctx context.Context, match func(Sent) bool) (Sent, error) {
-	var found Sent
-	err := s.Wait(ctx, func() bool {
-		for _, m := range s.Sent() {
-			if match(m) {
-				found = m
-				return true
-			}
-		}
-		return false
-	})
-	return found, err
+	return faketest.First(ctx, s.Wait, s.Sent, match)
 }
 
 // Wait waits until cond returns true. cond is evaluated now and after every
@@ -50,24 +42,7 @@ func (s *Server) WaitSent(ctx context.Context, match func(Sent) bool) (Sent, err
 // it may call the server's other methods. It fails when ctx ends or the
 // server closes.
 func (s *Server) Wait(ctx context.Context, cond func() bool) error {
-	for {
-		s.mu.Lock()
-		changed := s.changed
-		s.mu.Unlock()
-		if cond() {
-			return nil
-		}
-		select {
-		case <-changed:
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-s.done:
-			if cond() {
-				return nil
-			}
-			return ErrClosed
-		}
-	}
+	return s.changes.Wait(ctx, s.done, ErrClosed, cond)
 }
 
 // Calls returns the requests made to a route, oldest first, including

@@ -42,13 +42,14 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/latchd/latch/gateways/internal/faketest"
 )
 
 // ErrClosed is returned by the Wait methods once the server is closed.
@@ -89,7 +90,7 @@ type Server struct {
 	closeOnce sync.Once
 
 	mu           sync.Mutex
-	changed      chan struct{} // closed and replaced on every state change
+	changes      faketest.Signal // notified on every state change
 	lastID       uint64
 	users        map[string]User
 	channels     map[string]*channel
@@ -100,7 +101,7 @@ type Server struct {
 	interactions map[string]*Interaction
 	originals    map[string]*Sent // interaction id → its initial response
 	commands     []Command
-	faults       map[string][]Fault
+	faults       faketest.Faults[Fault]
 	calls        map[string][]Call
 	gw           gateway
 	ackWindow    time.Duration
@@ -142,7 +143,6 @@ func New(token string) *Server {
 		token:        token,
 		bot:          User{ID: id, Username: "latch_test_bot", GlobalName: "Latch Test", Bot: true},
 		done:         make(chan struct{}),
-		changed:      make(chan struct{}),
 		users:        map[string]User{},
 		channels:     map[string]*channel{},
 		dms:          map[string]string{},
@@ -150,7 +150,6 @@ func New(token string) *Server {
 		files:        map[string][]byte{},
 		interactions: map[string]*Interaction{},
 		originals:    map[string]*Sent{},
-		faults:       map[string][]Fault{},
 		calls:        map[string][]Call{},
 		ackWindow:    DefaultAckWindow,
 		maxUpload:    DefaultMaxUpload,
@@ -161,14 +160,7 @@ func New(token string) *Server {
 	}
 	s.gw = newGateway()
 	s.users[id] = s.bot
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		panic(fmt.Sprintf("discordtest: listen on loopback: %v", err))
-	}
-	s.srv = httptest.NewUnstartedServer(http.HandlerFunc(s.serve))
-	s.srv.Listener.Close()
-	s.srv.Listener = ln
-	s.srv.Start()
+	s.srv = faketest.Loopback("discordtest", http.HandlerFunc(s.serve))
 	return s
 }
 
@@ -227,10 +219,7 @@ func (s *Server) Close() {
 }
 
 // notifyLocked wakes everything waiting for a state change. s.mu must be held.
-func (s *Server) notifyLocked() {
-	close(s.changed)
-	s.changed = make(chan struct{})
-}
+func (s *Server) notifyLocked() { s.changes.Notify() }
 
 // nextIDLocked returns a new snowflake: the time since Discord's epoch in
 // its upper bits, strictly increasing across the server.
@@ -385,7 +374,7 @@ func (s *Server) admit(req *request, authorized bool) (Fault, bool) {
 	if !authorized {
 		return Fault{}, false
 	}
-	return s.takeFaultLocked(req.route)
+	return s.faults.Take(req.route)
 }
 
 // readBody reads a JSON body, or parses a multipart one (reporting true;

@@ -6,7 +6,8 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"time"
+
+	"github.com/latchd/latch/gateways/internal/faketest"
 )
 
 // Inject queues faults for a method (case-insensitive). Requests with a valid
@@ -15,14 +16,16 @@ func (s *Server) Inject(method string, faults ...Fault) {
 	key := strings.ToLower(method)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.faults[key] = append(s.faults[key], faults...)
+	for _, f := range faults {
+		s.faults.Add(key, f, f.Times)
+	}
 }
 
 // ClearFaults drops the faults still queued for a method.
 func (s *Server) ClearFaults(method string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	delete(s.faults, strings.ToLower(method))
+	s.faults.Clear(strings.ToLower(method))
 }
 
 // SetInstantEmpty makes getUpdates answer at once with an empty result,
@@ -35,46 +38,15 @@ func (s *Server) SetInstantEmpty(on bool) {
 	s.notifyLocked()
 }
 
-func (s *Server) takeFaultLocked(key string) (Fault, bool) {
-	q := s.faults[key]
-	if len(q) == 0 {
-		return Fault{}, false
-	}
-	f := q[0]
-	switch {
-	case f.Times < 0:
-	case f.Times > 1:
-		q[0].Times--
-	default:
-		q = q[1:]
-	}
-	if len(q) == 0 {
-		delete(s.faults, key)
-	} else {
-		s.faults[key] = q
-	}
-	return f, true
-}
-
 // applyFault carries out f and reports whether it answered the request.
 func (s *Server) applyFault(w http.ResponseWriter, r *http.Request, f Fault) bool {
-	if f.Delay > 0 {
-		t := time.NewTimer(f.Delay)
-		defer t.Stop()
-		select {
-		case <-t.C:
-		case <-r.Context().Done():
-			return true
-		case <-s.done:
-		}
+	if !faketest.Hold(r, s.done, f.Delay) {
+		return true
 	}
 	switch {
 	case f.Hangup:
-		if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
-			_ = conn.Close()
-			return true
-		}
-		panic(http.ErrAbortHandler) // closes the connection without a response
+		faketest.Hangup(w)
+		return true
 	case f.Malformed:
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusOK)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"slices"
 	"strings"
+
+	"github.com/latchd/latch/gateways/internal/faketest"
 )
 
 // Sent returns a snapshot of every message the bot sent, oldest first.
@@ -49,17 +51,7 @@ func (m Sent) clone() Sent {
 // match and returns the first that does. It fails when ctx ends or the server
 // closes.
 func (s *Server) WaitSent(ctx context.Context, match func(Sent) bool) (Sent, error) {
-	var found Sent
-	err := s.Wait(ctx, func() bool {
-		for _, m := range s.Sent() {
-			if match(m) {
-				found = m
-				return true
-			}
-		}
-		return false
-	})
-	return found, err
+	return faketest.First(ctx, s.Wait, s.Sent, match)
 }
 
 // Wait waits until cond returns true. cond is evaluated now and after every
@@ -67,24 +59,7 @@ func (s *Server) WaitSent(ctx context.Context, match func(Sent) bool) (Sent, err
 // may call the server's other methods. It fails when ctx ends or the server
 // closes.
 func (s *Server) Wait(ctx context.Context, cond func() bool) error {
-	for {
-		s.mu.Lock()
-		changed := s.changed
-		s.mu.Unlock()
-		if cond() {
-			return nil
-		}
-		select {
-		case <-changed:
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-s.done:
-			if cond() {
-				return nil
-			}
-			return ErrClosed
-		}
-	}
+	return s.changes.Wait(ctx, s.done, ErrClosed, cond)
 }
 
 // Count is the number of requests made to a method (case-insensitive),

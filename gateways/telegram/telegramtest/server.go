@@ -40,13 +40,14 @@ import (
 	"errors"
 	"fmt"
 	"mime"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/latchd/latch/gateways/internal/faketest"
 )
 
 // ErrClosed is returned by the Wait methods once the server is closed.
@@ -73,7 +74,7 @@ type Server struct {
 	loops     sync.WaitGroup     // the delivery goroutine
 
 	mu           sync.Mutex
-	changed      chan struct{} // closed and replaced on every state change
+	changes      faketest.Signal // notified on every state change
 	bot          User
 	nextUpdateID int
 	queue        []queued
@@ -87,7 +88,7 @@ type Server struct {
 	callbacks    map[string]bool // query id → answered
 	hook         webhookState
 	instantEmpty bool
-	faults       map[string][]Fault
+	faults       faketest.Faults[Fault]
 	calls        map[string][]Call
 	files        map[string]*storedFile // file_id → content
 	downloads    int                    // requests to the file route
@@ -99,26 +100,17 @@ func New(token string) *Server {
 	s := &Server{
 		token:        token,
 		done:         make(chan struct{}),
-		changed:      make(chan struct{}),
 		bot:          User{ID: botID(token), IsBot: true, FirstName: "Latch Test", Username: "latch_test_bot"},
 		nextUpdateID: firstUpdateID,
 		chats:        map[int64]*chatState{},
 		sentIndex:    map[msgKey]int{},
 		callbacks:    map[string]bool{},
-		faults:       map[string][]Fault{},
 		calls:        map[string][]Call{},
 		files:        map[string]*storedFile{},
 		rate:         chatRate{next: map[int64]time.Time{}},
 		hook:         webhookState{retry: WebhookRetry{Min: defaultRetryMin, Max: defaultRetryMax}},
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		panic(fmt.Sprintf("telegramtest: listen on loopback: %v", err))
-	}
-	s.srv = httptest.NewUnstartedServer(http.HandlerFunc(s.serve))
-	s.srv.Listener.Close()
-	s.srv.Listener = ln
-	s.srv.Start()
+	s.srv = faketest.Loopback("telegramtest", http.HandlerFunc(s.serve))
 	ctx, cancel := context.WithCancel(context.Background())
 	s.stop = cancel
 	s.loops.Go(func() { s.deliverLoop(ctx) })
@@ -151,10 +143,7 @@ func (s *Server) Close() {
 }
 
 // notifyLocked wakes everything waiting for a state change. s.mu must be held.
-func (s *Server) notifyLocked() {
-	close(s.changed)
-	s.changed = make(chan struct{})
-}
+func (s *Server) notifyLocked() { s.changes.Notify() }
 
 // handlerFunc answers one API method: a result to wrap in {"ok":true}, or an
 // API error.
@@ -261,7 +250,7 @@ func (s *Server) admit(key, method string, p params, tokenOK bool) (Fault, bool)
 	if !tokenOK {
 		return Fault{}, false
 	}
-	return s.takeFaultLocked(key)
+	return s.faults.Take(key)
 }
 
 // params are a request's parameters, first value per name.

@@ -261,7 +261,7 @@ func (s *Server) longPoll(ctx context.Context, me *poller, limit int, wait time.
 			return json.RawMessage("[]"), nil
 		}
 		batch := s.collectLocked(limit)
-		changed := s.changed
+		changed := s.changes.C()
 		s.mu.Unlock()
 		if len(batch) > 0 || expired {
 			return rawArray(batch), nil

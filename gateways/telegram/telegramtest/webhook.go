@@ -259,7 +259,7 @@ func (s *Server) deliverLoop(ctx context.Context) {
 	for ctx.Err() == nil {
 		s.mu.Lock()
 		s.filterLocked()
-		hook, changed := s.hook, s.changed
+		hook, changed := s.hook, s.changes.C()
 		var next *queued
 		if hook.active && len(s.queue) > 0 {
 			q := s.queue[0]

@@ -1,0 +1,63 @@
+// Package retry holds the waiting the chat adapters do between attempts:
+// exponential back-off with jitter, and a sleep that ends with its context.
+package retry
+
+import (
+	"context"
+	"math/rand/v2"
+	"time"
+)
+
+// Default bounds of a back-off, for a configuration that leaves them out.
+const (
+	DefaultMin = time.Second
+	DefaultMax = time.Minute
+)
+
+// Limits returns a back-off's configured bounds with the defaults filled
+// in (a bound ≤ 0 is unset) and max raised to min if below it.
+func Limits(minWait, maxWait time.Duration) (time.Duration, time.Duration) {
+	if minWait <= 0 {
+		minWait = DefaultMin
+	}
+	if maxWait <= 0 {
+		maxWait = DefaultMax
+	}
+	return minWait, max(maxWait, minWait)
+}
+
+// Backoff is exponential back-off with jitter: Min, then doubling up to
+// Max. The jitter only lengthens a wait, so the minimum holds.
+type Backoff struct {
+	Min, Max time.Duration
+	cur      time.Duration
+}
+
+// Next is the wait before the next attempt.
+func (b *Backoff) Next() time.Duration {
+	if b.cur == 0 {
+		b.cur = b.Min
+	} else {
+		b.cur = min(b.cur*2, b.Max)
+	}
+	return min(b.cur+rand.N(b.cur/2+1), b.Max)
+}
+
+// Reset starts again from Min, after a success.
+func (b *Backoff) Reset() { b.cur = 0 }
+
+// Sleep waits for d or until ctx ends, and reports whether it waited the
+// full time.
+func Sleep(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
