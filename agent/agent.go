@@ -7,6 +7,7 @@ package agent
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -85,6 +86,7 @@ type Agent struct {
 
 	mu     sync.Mutex
 	always map[SessionKey]map[string]bool // tools approved for the session
+	tails  map[SessionKey]cachedTail      // as last saved, see load
 }
 
 // New returns an Agent for cfg, filling in defaults.
@@ -126,6 +128,7 @@ func (a *Agent) Decide(key SessionKey, id string, d Decision) error {
 func (a *Agent) Reset(key SessionKey) error {
 	a.mu.Lock()
 	delete(a.always, key)
+	delete(a.tails, key)
 	a.mu.Unlock()
 	return a.cfg.Store.Update(func(tx *store.Tx) error { return tx.DeleteSession(key.String()) })
 }
@@ -134,6 +137,32 @@ func (a *Agent) Reset(key SessionKey) error {
 // model answers without calling a tool, the step limit, an error, or ctx
 // ends (/stop). Every completed step is saved before the next begins.
 func (a *Agent) Turn(ctx context.Context, key SessionKey, text string, ev Events) error {
+	return a.TurnWith(ctx, key, text, ev, Hooks{})
+}
+
+// Hooks put a caller's own bookkeeping into transactions a turn writes
+// anyway, so that it costs no commit of its own and can never disagree
+// with the session.
+type Hooks struct {
+	// Started, when set, makes the turn store the user's message as it
+	// begins, and runs in that same transaction; the transaction commits
+	// while the model is first called, and nothing of the answer is shown
+	// and no tool runs before it has. If it fails, nothing is stored or
+	// shown and TurnWith returns an error that wraps ErrNotStarted.
+	Started func(*store.Tx) error
+	// Done runs in the transaction that saves a turn which ended with the
+	// model's answer; TurnWith returns nil only if it committed. After an
+	// error, /stop or shutdown it does not run.
+	Done func(*store.Tx) error
+}
+
+// ErrNotStarted wraps the error of a turn that could not record its start
+// (Hooks.Started): nothing was stored or shown and no tool ran, though the
+// model may have been asked.
+var ErrNotStarted = errors.New("the turn could not be recorded as started")
+
+// TurnWith is Turn with the caller's hooks.
+func (a *Agent) TurnWith(ctx context.Context, key SessionKey, text string, ev Events, h Hooks) error {
 	if a.cfg.Provider == nil {
 		return errors.New("no model is configured")
 	}
@@ -146,7 +175,39 @@ func (a *Agent) Turn(ctx context.Context, key SessionKey, text string, ev Events
 	s.closeTurn(noteRestart)
 	s.Messages = append(s.Messages, provider.Message{Role: provider.RoleUser,
 		Content: []provider.Block{{Type: provider.BlockText, Text: text}}})
-	return a.run(ctx, key, s, ev)
+	if h.Started != nil {
+		// Once this commits, a restart resumes the turn (the message is in
+		// the history) instead of running the message again. It commits
+		// while the model is called: nothing of the answer reaches ev, and
+		// no tool runs, before it has.
+		first := &firstCall{req: a.request(s)}
+		first.started = a.saveAsync(key, s, h.Started)
+		return a.run(ctx, key, s, ev, h.Done, first)
+	}
+	return a.run(ctx, key, s, ev, h.Done, nil)
+}
+
+// firstCall is a turn's first model request, made while the transaction
+// that records the turn's start commits.
+type firstCall struct {
+	req     provider.Request
+	started func() error
+}
+
+// saveAsync saves s in a goroutine of its own and returns the func that
+// waits for the outcome. Until then s belongs to that goroutine: the
+// caller may only read what the save does not change (the messages).
+func (a *Agent) saveAsync(key SessionKey, s *session, also func(*store.Tx) error) (wait func() error) {
+	ch := make(chan error, 1)
+	go func() { ch <- a.saveWith(key, s, also) }()
+	var err error
+	done := false
+	return func() error {
+		if !done {
+			err, done = <-ch, true
+		}
+		return err
+	}
 }
 
 // ErrNothingToResume is returned by Resume when the session's last turn
@@ -178,13 +239,20 @@ func (a *Agent) Resume(ctx context.Context, key SessionKey, ev Events) error {
 	if !s.unfinished() {
 		return ErrNothingToResume
 	}
-	return a.run(ctx, key, s, ev)
+	return a.run(ctx, key, s, ev, nil, nil)
 }
 
 // run runs steps and saves the session, closing the turn on an error —
 // except at shutdown, when it stays open for the next start to resume.
-func (a *Agent) run(ctx context.Context, key SessionKey, s *session, ev Events) error {
-	err := a.steps(ctx, key, s, ev)
+// done runs in the last save if the turn ended with an answer.
+func (a *Agent) run(ctx context.Context, key SessionKey, s *session, ev Events, done func(*store.Tx) error, first *firstCall) error {
+	err := a.steps(ctx, key, s, ev, first)
+	if errors.Is(err, ErrNotStarted) {
+		return err // nothing of the turn may be stored
+	}
+	if err != nil {
+		done = nil
+	}
 	if err != nil && !shuttingDown(ctx) {
 		note := "(turn ended: " + provider.Describe(err) + ")"
 		if errors.Is(err, ErrMaxSteps) {
@@ -194,19 +262,24 @@ func (a *Agent) run(ctx context.Context, key SessionKey, s *session, ev Events) 
 		}
 		s.closeTurn(note)
 	}
-	if serr := a.save(key, s); serr != nil && err == nil {
+	if serr := a.saveWith(key, s, done); serr != nil && err == nil {
 		err = serr
 	}
 	return err
 }
 
-func (a *Agent) steps(ctx context.Context, key SessionKey, s *session, ev Events) error {
+func (a *Agent) steps(ctx context.Context, key SessionKey, s *session, ev Events, first *firstCall) error {
 	for step := 0; step < a.cfg.MaxSteps; step++ {
-		req := provider.Request{
-			Model: a.cfg.Model, System: a.systemPrompt(), MaxTokens: a.cfg.MaxTokens,
-			Messages: trimmed(s.Messages, a.cfg.ContextBudget), Tools: a.cfg.Policy.Defs(),
+		var resp provider.Response
+		var err error
+		if step == 0 && first != nil {
+			resp, err = a.callStarting(ctx, first, ev)
+			if errors.Is(err, ErrNotStarted) {
+				return err
+			}
+		} else {
+			resp, err = a.cfg.Provider.Stream(ctx, a.request(s), ev.Text)
 		}
-		resp, err := a.cfg.Provider.Stream(ctx, req, ev.Text)
 		a.count(s, resp.Usage)
 		if err != nil {
 			if t := resp.Text(); t != "" {
@@ -234,6 +307,40 @@ func (a *Agent) steps(ctx context.Context, key SessionKey, s *session, ev Events
 	return ErrMaxSteps
 }
 
+func (a *Agent) request(s *session) provider.Request {
+	return provider.Request{
+		Model: a.cfg.Model, System: a.systemPrompt(), MaxTokens: a.cfg.MaxTokens,
+		Messages: trimmed(s.Messages, a.cfg.ContextBudget), Tools: a.cfg.Policy.Defs(),
+	}
+}
+
+// callStarting makes a turn's first model call while its start commits.
+// The answer's text is held until the commit is done; a failed commit
+// cancels the call, and the turn ends having stored and shown nothing.
+// A crash before the commit leaves the message to run again after the
+// restart: the model may then be asked twice (as when a step is resumed),
+// but nothing it said was shown and no tool ran.
+func (a *Agent) callStarting(ctx context.Context, first *firstCall, ev Events) (provider.Response, error) {
+	callCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	wait := func() error {
+		err := first.started()
+		if err != nil {
+			cancel(err)
+		}
+		return err
+	}
+	resp, err := a.cfg.Provider.Stream(callCtx, first.req, func(delta string) {
+		if wait() == nil {
+			ev.Text(delta)
+		}
+	})
+	if serr := wait(); serr != nil {
+		return provider.Response{}, fmt.Errorf("%w: %w", ErrNotStarted, serr)
+	}
+	return resp, err
+}
+
 // runTools runs the tool calls of the last assistant message and appends
 // their results. Each call is recorded as started (and each approval as
 // waiting) in the saved session before anything happens, so after a crash
@@ -255,11 +362,20 @@ func (a *Agent) runTools(ctx context.Context, key SessionKey, s *session, uses [
 	return ctx.Err()
 }
 
+// count adds a call's tokens to today's; days older than tokensDays are
+// forgotten, so the meta record every save rewrites stays small.
 func (a *Agent) count(s *session, u provider.Usage) {
 	if s.Tokens == nil {
 		s.Tokens = make(map[string]int)
 	}
-	s.Tokens[a.now().UTC().Format(time.DateOnly)] += u.InputTokens + u.OutputTokens
+	now := a.now().UTC()
+	s.Tokens[now.Format(time.DateOnly)] += u.InputTokens + u.OutputTokens
+	oldest := now.AddDate(0, 0, -tokensDays).Format(time.DateOnly)
+	for day := range s.Tokens {
+		if day < oldest {
+			delete(s.Tokens, day)
+		}
+	}
 }
 
 // callTool applies the policy, asks when it must, runs the tool and turns
@@ -390,11 +506,28 @@ func (a *Agent) Status(key SessionKey) (Status, error) {
 	if a.cfg.Provider != nil {
 		st.Provider = a.cfg.Provider.Name()
 	}
-	s, err := a.load(key)
+	err := a.cfg.Store.View(func(tx *store.Tx) error {
+		var s session
+		if raw, err := tx.LegacySession(key.String()); err != nil || raw != nil {
+			if err == nil {
+				err = s.loadLegacy(raw)
+			}
+			st.Messages, st.TokensToday = len(s.Messages), s.Tokens[a.now().UTC().Format(time.DateOnly)]
+			return err
+		}
+		info, found, err := tx.Session(key.String())
+		if err != nil || !found {
+			return err
+		}
+		var m sessionMeta
+		if err := json.Unmarshal(info.Meta, &m); err != nil {
+			return fmt.Errorf("meta: %w", err)
+		}
+		st.Messages, st.TokensToday = int(info.Next-1), m.Tokens[a.now().UTC().Format(time.DateOnly)]
+		return nil
+	})
 	if err != nil {
-		return st, err
+		return st, fmt.Errorf("session %s: %w", key, err)
 	}
-	st.Messages = len(s.Messages)
-	st.TokensToday = s.Tokens[a.now().UTC().Format(time.DateOnly)]
 	return st, nil
 }

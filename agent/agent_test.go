@@ -69,7 +69,7 @@ type fixture struct {
 	cfg   Config
 }
 
-func newFixture(t *testing.T, tweak func(*Config)) *fixture {
+func newFixture(t testing.TB, tweak func(*Config)) *fixture {
 	t.Helper()
 	fake := anthropictest.New(apiKey)
 	t.Cleanup(fake.Close)

@@ -114,41 +114,86 @@ func (h *Hub) runCommand(ctx context.Context, c *chat, e store.Entry) {
 		h.finish(e, true)
 		return
 	}
-	h.runJob(ctx, c, e, command, func(jobCtx context.Context) {
+	h.runJob(ctx, c, e, job{text: command}, func(jobCtx context.Context) bool {
 		h.log.Info("running command", "gateway", e.Gateway, "seq", e.Seq)
 		out := h.cfg.Shell(jobCtx, command)
 		if ctx.Err() == nil {
 			h.send(ctx, e.Gateway, e.ChatID, Reply{Text: out, Pre: true, ReplyTo: e.MessageID})
 		}
+		return false
 	})
 }
 
-// runJob marks the entry running before work starts, so a crash from here
-// on is reported after the restart instead of running it again; /stop
-// cancels the job's context.
-func (h *Hub) runJob(ctx context.Context, c *chat, e store.Entry, what string, work func(jobCtx context.Context)) {
-	if err := h.cfg.Store.Update(func(tx *store.Tx) error { return tx.SetInboxState(e.Seq, store.Running) }); err != nil {
-		h.log.Error("marking job running failed; not run", "seq", e.Seq, "err", err)
-		return
+// job describes what runJob runs.
+type job struct {
+	text    string
+	started time.Time
+	cancel  context.CancelFunc
+	// marksItself: the work marks the entry running in its own first
+	// transaction (an agent turn, with the user's message), so runJob
+	// does not.
+	marksItself bool
+	// typesItself: the work shows "typing…" itself (a TurnRenderer).
+	typesItself bool
+}
+
+// runJob runs work as the chat's job; /stop cancels jobCtx. The entry is
+// marked running before work starts (by runJob, or by work itself when
+// j.marksItself), so a crash from then on is reported — or, for an agent
+// turn, resumed — after the restart instead of running it again.
+//
+// "typing…" goes out first, while the mark commits: it promises nothing
+// the store does not keep. If the process dies between the two, the entry
+// is still "received" and runs once after the restart. runJob waits for
+// it before work starts, so nothing the job sends can overtake it.
+//
+// The entry is deleted (and counted) when work returns, unless work says
+// it is settled — work deleted it in its own last transaction, or it must
+// stay as it is — or the Hub is shutting down: a cut job's entry stays
+// running, so the next start reports (or resumes) it rather than running
+// it again.
+func (h *Hub) runJob(ctx context.Context, c *chat, e store.Entry, j job, work func(jobCtx context.Context) (settled bool)) {
+	typed := func() {}
+	if !j.typesItself {
+		typed = h.typing(ctx, e)
 	}
+	if !j.marksItself {
+		if err := h.cfg.Store.Update(func(tx *store.Tx) error { return tx.SetInboxState(e.Seq, store.Running) }); err != nil {
+			typed()
+			h.log.Error("marking job running failed; not run", "seq", e.Seq, "err", err)
+			return
+		}
+	}
+	typed()
 	jobCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	j.started, j.cancel = time.Now(), cancel
 	h.mu.Lock()
-	c.running = &job{text: what, started: time.Now(), cancel: cancel}
+	c.running = &j
 	h.mu.Unlock()
-	if t, ok := h.gateways[e.Gateway].(interface{ Typing(context.Context, string) }); ok {
-		t.Typing(ctx, e.ChatID)
-	}
-	work(jobCtx)
+	settled := work(jobCtx)
 	h.mu.Lock()
 	c.running = nil
 	h.mu.Unlock()
-	if ctx.Err() != nil {
-		// Shutting down: leave the entry running, so the next start tells
-		// the chat it was interrupted rather than running it again.
+	if settled || ctx.Err() != nil {
 		return
 	}
 	h.finish(e, true)
+}
+
+// typing shows "typing…" in the chat, if the gateway can, without waiting
+// for it; the returned func waits.
+func (h *Hub) typing(ctx context.Context, e store.Entry) (wait func()) {
+	t, ok := h.gateways[e.Gateway].(interface{ Typing(context.Context, string) })
+	if !ok {
+		return func() {}
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t.Typing(ctx, e.ChatID)
+	}()
+	return func() { <-done }
 }
 
 // runFiles saves what the chat sent, then gives the agent the caption and

@@ -24,12 +24,6 @@ type chat struct {
 	active bool
 }
 
-type job struct {
-	text    string
-	started time.Time
-	cancel  context.CancelFunc
-}
-
 // Run recovers the inbox, then dispatches stored work until ctx ends. Then
 // it starts nothing new and gives running jobs ShutdownGrace to finish
 // before it cancels them (a cancelled job stays "running" in the inbox, so
@@ -213,17 +207,18 @@ func (h *Hub) stillLatched(e store.Entry) bool {
 
 // finish deletes a handled entry (and counts it when handled is true).
 func (h *Hub) finish(e store.Entry, handled bool) {
-	err := h.cfg.Store.Update(func(tx *store.Tx) error {
-		if handled {
-			if err := tx.Incr(e.Gateway, CounterHandled, 1); err != nil {
-				return err
-			}
-		}
-		return tx.DeleteInbox(e.Seq)
-	})
-	if err != nil {
+	if err := h.cfg.Store.Update(func(tx *store.Tx) error { return finishTx(tx, e, handled) }); err != nil {
 		h.log.Error("finishing inbox entry", "seq", e.Seq, "err", err)
 	}
+}
+
+func finishTx(tx *store.Tx, e store.Entry, handled bool) error {
+	if handled {
+		if err := tx.Incr(e.Gateway, CounterHandled, 1); err != nil {
+			return err
+		}
+	}
+	return tx.DeleteInbox(e.Seq)
 }
 
 func (h *Hub) enqueue(ctx context.Context, e store.Entry) {

@@ -2,6 +2,7 @@ package gateways
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/latchd/latch/agent"
 	"github.com/latchd/latch/agent/tools"
+	"github.com/latchd/latch/store"
 )
 
 // buttonGateway is a memGateway with buttons and downloads.
@@ -30,19 +32,30 @@ func (g *buttonGateway) Download(_ context.Context, a Attachment, w io.Writer, m
 	return err
 }
 
-// decidingAgent records decisions; only the id "live1" is pending.
+// decidingAgent records decisions; only the id "live1" is pending. Its
+// turns answer "ok" and run the hooks in transactions of their own, as the
+// real agent runs them in its saves.
 type decidingAgent struct {
+	db        *store.DB
 	mu        sync.Mutex
 	decisions []string
 	turns     []string
 }
 
 func (a *decidingAgent) Enabled() bool { return true }
-func (a *decidingAgent) Turn(_ context.Context, _ agent.SessionKey, text string, ev agent.Events) error {
+func (a *decidingAgent) TurnWith(_ context.Context, _ agent.SessionKey, text string, ev agent.Events, h agent.Hooks) error {
+	if h.Started != nil {
+		if err := a.db.Update(h.Started); err != nil {
+			return fmt.Errorf("%w: %w", agent.ErrNotStarted, err)
+		}
+	}
 	a.mu.Lock()
 	a.turns = append(a.turns, text)
 	a.mu.Unlock()
 	ev.Final("ok")
+	if h.Done != nil {
+		return a.db.Update(h.Done)
+	}
 	return nil
 }
 func (a *decidingAgent) Decide(key agent.SessionKey, id string, d agent.Decision) error {
@@ -62,7 +75,7 @@ func (a *decidingAgent) Status(agent.SessionKey) (agent.Status, error) {
 func newButtonFixture(t *testing.T) (*hubFixture, *buttonGateway, *decidingAgent) {
 	f := newHubFixture(t, true)
 	bg := &buttonGateway{memGateway: f.gw, answers: make(chan [3]string, 10), files: map[string]string{}}
-	ag := &decidingAgent{}
+	ag := &decidingAgent{db: f.db}
 	f.hub.gateways["telegram"] = bg
 	f.hub.cfg.Agent = ag
 	return f, bg, ag

@@ -340,7 +340,7 @@ type stuckAgent struct {
 }
 
 func (a *stuckAgent) Enabled() bool { return false }
-func (a *stuckAgent) Turn(context.Context, agent.SessionKey, string, agent.Events) error {
+func (a *stuckAgent) TurnWith(context.Context, agent.SessionKey, string, agent.Events, agent.Hooks) error {
 	return nil
 }
 func (a *stuckAgent) Decide(agent.SessionKey, string, agent.Decision) error { return nil }

@@ -15,7 +15,10 @@ import (
 // Agent is what the Hub needs of the agent core.
 type Agent interface {
 	Enabled() bool
-	Turn(ctx context.Context, key agent.SessionKey, text string, ev agent.Events) error
+	// TurnWith runs a turn; the Hub's hooks mark the inbox entry running
+	// in the transaction that stores the user's message and delete it in
+	// the one that stores the answer.
+	TurnWith(ctx context.Context, key agent.SessionKey, text string, ev agent.Events, h agent.Hooks) error
 	Resume(ctx context.Context, key agent.SessionKey, ev agent.Events) error
 	Decide(key agent.SessionKey, id string, d agent.Decision) error
 	Reset(key agent.SessionKey) error
@@ -38,28 +41,51 @@ const MsgNoModel = "No model is configured, so plain text has nowhere to go. " +
 	"Add one in config.toml, e.g.\n[agent]\nprovider = \"anthropic\"  # or \"openai\" for any OpenAI-compatible server\n" +
 	"api_key_file = \"~/.anthropic-key\"\nthen restart latch. Meanwhile !<command> runs a shell command."
 
-// runTurn hands plain text to the agent. Like a command it is marked
-// running first: a crash from here on is reported after the restart, never
-// re-run.
+// runTurn hands plain text to the agent. The agent marks the entry running
+// in the same transaction that stores the user's message, before the model
+// is called: a crash from then on resumes the turn after the restart
+// (KindResume), a crash before it runs the message once. The answer and
+// the entry's deletion are stored together too.
 func (h *Hub) runTurn(ctx context.Context, c *chat, e store.Entry) {
 	if h.cfg.Agent == nil || !h.cfg.Agent.Enabled() {
 		h.send(ctx, e.Gateway, e.ChatID, Reply{Text: MsgNoModel, ReplyTo: e.MessageID})
 		h.finish(e, true)
 		return
 	}
-	h.runJob(ctx, c, e, clip(e.Text, 80), func(jobCtx context.Context) {
+	// A renderer shows "typing…" from the start, while the session loads
+	// and the start commits.
+	ev, rendered := h.events(ctx, e)
+	hooks := agent.Hooks{
+		Started: func(tx *store.Tx) error { return tx.SetInboxState(e.Seq, store.Running) },
+		Done:    func(tx *store.Tx) error { return finishTx(tx, e, true) },
+	}
+	h.runJob(ctx, c, e, job{text: clip(e.Text, 80), marksItself: true, typesItself: rendered}, func(jobCtx context.Context) bool {
 		key := agent.SessionKey{Gateway: e.Gateway, Chat: e.ChatID}
-		ev := h.events(ctx, e)
-		err := h.cfg.Agent.Turn(jobCtx, key, e.Text, ev)
-		if end, ok := ev.(interface{ End() }); ok {
-			end.End()
-		}
-		if err == nil || ctx.Err() != nil {
-			return
+		err := h.cfg.Agent.TurnWith(jobCtx, key, e.Text, ev, hooks)
+		endEvents(ev)
+		switch {
+		case err == nil:
+			return true // deleted with the answer
+		case errors.Is(err, agent.ErrNotStarted):
+			// Nothing happened: the entry stays "received" and runs
+			// after the next start.
+			h.log.Error("recording the turn's start failed; not run", "seq", e.Seq, "err", err)
+			return true
+		case ctx.Err() != nil:
+			return false
 		}
 		h.log.Warn("agent turn ended with an error", "gateway", e.Gateway, "err", err)
 		h.send(ctx, e.Gateway, e.ChatID, Reply{Text: turnError(err, jobCtx), ReplyTo: e.MessageID})
+		return false
 	})
+}
+
+// endEvents ends a renderer's turn, above all one that ended in an error
+// (its Final never came).
+func endEvents(ev agent.Events) {
+	if end, ok := ev.(interface{ End() }); ok {
+		end.End()
+	}
 }
 
 // MsgResuming tells the chat a cut turn goes on.
@@ -69,18 +95,17 @@ const MsgResuming = "⚠ latch restarted during this request; continuing from th
 // resumeTurn continues a turn a restart cut.
 func (h *Hub) resumeTurn(ctx context.Context, c *chat, e store.Entry) {
 	h.send(ctx, e.Gateway, e.ChatID, Reply{Text: MsgResuming, ReplyTo: e.MessageID})
-	h.runJob(ctx, c, e, clip(e.Text, 80), func(jobCtx context.Context) {
+	h.runJob(ctx, c, e, job{text: clip(e.Text, 80)}, func(jobCtx context.Context) bool {
 		key := agent.SessionKey{Gateway: e.Gateway, Chat: e.ChatID}
-		ev := h.events(ctx, e)
+		ev, _ := h.events(ctx, e)
 		err := h.cfg.Agent.Resume(jobCtx, key, ev)
-		if end, ok := ev.(interface{ End() }); ok {
-			end.End()
-		}
+		endEvents(ev)
 		if err == nil || errors.Is(err, agent.ErrNothingToResume) || ctx.Err() != nil {
-			return
+			return false
 		}
 		h.log.Warn("resumed turn ended with an error", "gateway", e.Gateway, "err", err)
 		h.send(ctx, e.Gateway, e.ChatID, Reply{Text: turnError(err, jobCtx), ReplyTo: e.MessageID})
+		return false
 	})
 }
 
@@ -94,11 +119,13 @@ func turnError(err error, jobCtx context.Context) string {
 	return provider.Describe(err)
 }
 
-func (h *Hub) events(ctx context.Context, e store.Entry) agent.Events {
+// events renders a turn; rendered is true when the gateway does it (and
+// shows "typing…" itself).
+func (h *Hub) events(ctx context.Context, e store.Entry) (ev agent.Events, rendered bool) {
 	if r, ok := h.gateways[e.Gateway].(TurnRenderer); ok {
-		return r.RenderTurn(ctx, e.ChatID, e.MessageID)
+		return r.RenderTurn(ctx, e.ChatID, e.MessageID), true
 	}
-	return &plainEvents{h: h, ctx: ctx, gateway: e.Gateway, chatID: e.ChatID, replyTo: e.MessageID}
+	return &plainEvents{h: h, ctx: ctx, gateway: e.Gateway, chatID: e.ChatID, replyTo: e.MessageID}, false
 }
 
 // plainEvents renders a turn as ordinary messages: one line per tool call,

@@ -16,8 +16,12 @@ import (
 	bolt "go.etcd.io/bbolt"
 )
 
-// SchemaVersion is the layout this code reads and writes.
-const SchemaVersion = 1
+// SchemaVersion is the layout this code reads and writes. 2: conversations
+// are append-only (see sessions.go); a schema 1 file is read as it is and
+// its conversations are converted one by one as they are next saved, so
+// opening marks the file 2 at once — a latch that knows only schema 1 would
+// not see the converted ones.
+const SchemaVersion = 2
 
 // ErrLocked means another process (normally a running daemon) holds the
 // database file.
@@ -100,7 +104,9 @@ func migrate(tx *bolt.Tx) error {
 	}
 	meta := tx.Bucket(bucketMeta)
 	if v := meta.Get(keySchema); v != nil {
-		return checkSchema(tx)
+		if err := checkSchema(tx); err != nil || fromU64(v) == SchemaVersion {
+			return err
+		}
 	}
 	return meta.Put(keySchema, u64(SchemaVersion))
 }

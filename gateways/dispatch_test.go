@@ -1,0 +1,187 @@
+package gateways
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/latchd/latch/agent"
+	"github.com/latchd/latch/store"
+)
+
+// typingGateway is a memGateway that shows "typing…"; each call blocks
+// until the test releases it.
+type typingGateway struct {
+	*memGateway
+	typing  chan string
+	release chan struct{}
+}
+
+func (g *typingGateway) Typing(_ context.Context, chatID string) {
+	g.typing <- chatID
+	<-g.release
+}
+
+func (f *hubFixture) entryStates(t *testing.T) []store.State {
+	t.Helper()
+	var states []store.State
+	err := f.db.View(func(tx *store.Tx) error {
+		return tx.ScanInbox(0, func(e store.Entry) bool { states = append(states, e.State); return true })
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return states
+}
+
+// TestTypingDoesNotWaitForTheStore: "typing…" is requested before the
+// running mark is stored and does not wait for it; the job itself waits
+// for both, so its reply never overtakes the indicator.
+func TestTypingDoesNotWaitForTheStore(t *testing.T) {
+	f := newHubFixture(t, false)
+	tg := &typingGateway{memGateway: f.gw, typing: make(chan string, 1), release: make(chan struct{})}
+	f.hub.gateways["telegram"] = tg
+	ran := make(chan string, 1)
+	f.shell = func(_ context.Context, cmd string) string { ran <- cmd; return "ran " + cmd }
+	f.run(t)
+	f.ingest(t, "1", private("100", "/pair "+f.mint(t)))
+	f.gw.next(t)
+	f.ingest(t, "2", private("100", "!true"))
+	if chat := <-tg.typing; chat != "100" {
+		t.Fatalf("typing in chat %q", chat)
+	}
+	// Typing is still in flight; the mark commits meanwhile.
+	deadline := time.Now().Add(10 * time.Second)
+	for s := f.entryStates(t); len(s) != 1 || s[0] != store.Running; s = f.entryStates(t) {
+		if time.Now().After(deadline) {
+			t.Fatalf("entry states %v while typing is in flight; want the mark stored meanwhile", s)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	select {
+	case cmd := <-ran:
+		t.Fatalf("%q ran before typing was out", cmd)
+	case <-time.After(20 * time.Millisecond):
+	}
+	close(tg.release)
+	if r := f.gw.next(t); r.Text != "ran true" {
+		t.Fatalf("reply %+v", r)
+	}
+}
+
+// lifecycleAgent records the inbox entry's state around the hooks the Hub
+// gives a turn, and runs them in transactions of its own.
+type lifecycleAgent struct {
+	db        *store.DB
+	failStart bool
+	mu        sync.Mutex
+	seen      []string
+}
+
+func (a *lifecycleAgent) Enabled() bool { return true }
+func (a *lifecycleAgent) TurnWith(_ context.Context, _ agent.SessionKey, text string, ev agent.Events, h agent.Hooks) error {
+	states := func(tx *store.Tx) string {
+		var s []store.State
+		tx.ScanInbox(0, func(e store.Entry) bool { s = append(s, e.State); return true })
+		return fmt.Sprint(s)
+	}
+	err := a.db.Update(func(tx *store.Tx) error {
+		before := states(tx)
+		if a.failStart {
+			a.record("start failed")
+			return errors.New("disk full")
+		}
+		if err := h.Started(tx); err != nil {
+			return err
+		}
+		a.record("started: " + before + " → " + states(tx))
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("%w: %w", agent.ErrNotStarted, err)
+	}
+	ev.Final("answer to " + text)
+	return a.db.Update(func(tx *store.Tx) error {
+		before := states(tx)
+		if err := h.Done(tx); err != nil {
+			return err
+		}
+		a.record("done: " + before + " → " + states(tx))
+		return nil
+	})
+}
+
+func (a *lifecycleAgent) record(s string) { a.mu.Lock(); a.seen = append(a.seen, s); a.mu.Unlock() }
+func (a *lifecycleAgent) saw(s string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return slices.Contains(a.seen, s)
+}
+func (a *lifecycleAgent) Resume(context.Context, agent.SessionKey, agent.Events) error {
+	return agent.ErrNothingToResume
+}
+func (a *lifecycleAgent) Decide(agent.SessionKey, string, agent.Decision) error { return nil }
+func (a *lifecycleAgent) Reset(agent.SessionKey) error                          { return nil }
+func (a *lifecycleAgent) Status(agent.SessionKey) (agent.Status, error)         { return agent.Status{}, nil }
+
+// TestTurnEntryLifecycle: an agent turn's entry goes received → running in
+// the turn's first transaction and is deleted, counted, in its last; a turn
+// that could not record its start leaves the entry received for the next
+// start and says nothing.
+func TestTurnEntryLifecycle(t *testing.T) {
+	f := newHubFixture(t, false)
+	ag := &lifecycleAgent{db: f.db}
+	f.hub.cfg.Agent = ag
+	f.run(t)
+	f.ingest(t, "1", private("100", "/pair "+f.mint(t)))
+	f.gw.next(t)
+	f.ingest(t, "2", private("100", "hello"))
+	if r := f.gw.next(t); r.Text != "answer to hello" {
+		t.Fatalf("reply %+v", r)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for f.inboxLen(t) != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("entry not deleted: %v", f.entryStates(t))
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	ag.mu.Lock()
+	got := fmt.Sprint(ag.seen)
+	ag.mu.Unlock()
+	if want := "[started: [received] → [running] done: [running] → []]"; got != want {
+		t.Errorf("lifecycle %s, want %s", got, want)
+	}
+	var handled uint64
+	f.db.View(func(tx *store.Tx) (err error) { handled, err = tx.Counter("telegram", CounterHandled); return err })
+	if handled != 1 {
+		t.Errorf("handled = %d, want 1", handled)
+	}
+
+	ag.failStart = true
+	f.ingest(t, "3", private("100", "again"))
+	deadline = time.Now().Add(10 * time.Second)
+	for !f.hub.idle() || !ag.saw("start failed") {
+		if time.Now().After(deadline) {
+			t.Fatal("the turn never ended")
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	if s := f.entryStates(t); len(s) != 1 || s[0] != store.Received {
+		t.Errorf("after a failed start the inbox holds %v, want the entry received", s)
+	}
+	if n := f.gw.count(); n != 2 {
+		t.Errorf("%d replies, want 2: a turn that never started says nothing", n)
+	}
+}
+
+// idle reports whether no chat has a worker.
+func (h *Hub) idle() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.chats) == 0
+}
