@@ -51,8 +51,8 @@ type pendingPair struct {
 	due    time.Time // then it is forgotten, unanswered
 }
 
-// commandResponse is the initial response to a command. discordgo's type
-// sends fields a deferred response must not have.
+// commandResponse is the initial response to a command: only the fields
+// latch sets, so that nothing discordgo's larger type carries is sent.
 type commandResponse struct {
 	Type int                 `json:"type"`
 	Data commandResponseData `json:"data"`
@@ -115,10 +115,10 @@ func (g *Gateway) registerCommands(ctx context.Context, s *discordgo.Session) {
 }
 
 // translateCommand turns a use of /pair in a DM with the bot into the
-// message "/pair CODE" from that DM, and acknowledges it. Any other
-// command, and /pair anywhere else, is dropped without an answer, as a
-// stranger's message is.
-func (g *Gateway) translateCommand(ctx context.Context, s *discordgo.Session, i *discordgo.Interaction) (gateways.Message, bool) {
+// message "/pair CODE" from that DM, and holds the interaction for the
+// Hub's reply (holdPair). Any other command, and /pair anywhere else, is
+// dropped without an answer, as a stranger's message is.
+func (g *Gateway) translateCommand(i *discordgo.Interaction) (gateways.Message, bool) {
 	data, ok := i.Data.(discordgo.ApplicationCommandInteractionData)
 	user := i.User
 	switch {

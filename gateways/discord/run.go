@@ -214,8 +214,9 @@ func (r *runner) process(ctx context.Context, items []event, overflow bool) erro
 
 // live translates and stores a run of live events. Messages at or below
 // the cursor of their channel were handled already (by a backfill, or
-// delivered twice) and are dropped. A /pair command is acknowledged here,
-// before it is stored, as Discord wants within three seconds.
+// delivered twice) and are dropped. A /pair command's interaction is held
+// here, before it is stored, so the Hub's reply can be its response
+// within Discord's three seconds.
 func (r *runner) live(ctx context.Context, evs []event) {
 	if len(evs) == 0 {
 		return
@@ -245,7 +246,7 @@ func (r *runner) live(ctx context.Context, evs []event) {
 			if len(r.recent) > recentInteractions {
 				r.recent = r.recent[1:]
 			}
-			if m, ok := r.interaction(ctx, e.inter); ok {
+			if m, ok := r.interaction(e.inter); ok {
 				msgs = append(msgs, m)
 			}
 		}
@@ -256,9 +257,9 @@ func (r *runner) live(ctx context.Context, evs []event) {
 }
 
 // interaction translates a button press or a use of a command.
-func (r *runner) interaction(ctx context.Context, i *discordgo.Interaction) (gateways.Message, bool) {
+func (r *runner) interaction(i *discordgo.Interaction) (gateways.Message, bool) {
 	if i.Type == discordgo.InteractionApplicationCommand {
-		return r.g.translateCommand(ctx, r.s, i)
+		return r.g.translateCommand(i)
 	}
 	return r.g.translateInteraction(i)
 }
