@@ -37,6 +37,7 @@ func (h *Hub) Run(ctx context.Context) error {
 	h.mu.Lock()
 	h.ctx = ctx
 	h.mu.Unlock()
+	defer h.stopEarly() // after drain: Ingest may still run until then
 	defer h.drain(hardStop)
 	if err := h.recoverInbox(); err != nil {
 		return fmt.Errorf("recover inbox: %w", err)

@@ -185,3 +185,58 @@ func (h *Hub) idle() bool {
 	defer h.mu.Unlock()
 	return len(h.chats) == 0
 }
+
+// recordingTyper is a memGateway that records "typing…" requests.
+type recordingTyper struct {
+	*memGateway
+	mu    sync.Mutex
+	chats []string
+}
+
+func (g *recordingTyper) Typing(_ context.Context, chatID string) {
+	g.mu.Lock()
+	g.chats = append(g.chats, chatID)
+	g.mu.Unlock()
+}
+
+func (g *recordingTyper) typed() []string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return slices.Clone(g.chats)
+}
+
+// TestIngestTypesForTheOwnersWork: Ingest itself asks for "typing…" in the
+// latched chat when a message there starts a job — once per chat and
+// batch — and never for a stranger, a failed pairing attempt, a button
+// press or a command answered at once. Its goroutines belong to the Hub:
+// Run's end (stopEarly) waits for them, and none start after it.
+func TestIngestTypesForTheOwnersWork(t *testing.T) {
+	f := newHubFixture(t, false)
+	tg := &recordingTyper{memGateway: f.gw}
+	f.hub.gateways["telegram"] = tg
+	// Paired with the Hub not running: nothing is dispatched, so every
+	// "typing…" below is Ingest's own.
+	f.ingest(t, "1", private("100", "/pair "+f.mint(t)))
+	press := private("100", "")
+	press.Callback = &Callback{ID: "q1", Data: "approve:x", MessageID: "7"}
+	f.ingest(t, "2", private("200", "!id"), private("300", "/pair AAAA-BBBB"), press,
+		private("100", "/status"), private("100", "/help"))
+	f.hub.stopEarly()
+	if got := tg.typed(); len(got) != 0 {
+		t.Fatalf("typing in %v for no job of the owner's", got)
+	}
+
+	f = newHubFixture(t, false)
+	tg = &recordingTyper{memGateway: f.gw}
+	f.hub.gateways["telegram"] = tg
+	f.ingest(t, "1", private("100", "/pair "+f.mint(t)))
+	f.ingest(t, "2", private("200", "!id"), private("100", "!uptime"), private("100", "what now?"), private("100", "/new"))
+	f.hub.stopEarly()
+	if got := tg.typed(); !slices.Equal(got, []string{"100"}) {
+		t.Fatalf("typing in %v, want once in the latched chat", got)
+	}
+	f.ingest(t, "3", private("100", "!uptime"))
+	if got := tg.typed(); len(got) != 1 {
+		t.Fatalf("typing in %v: a request started after the Hub stopped", got)
+	}
+}

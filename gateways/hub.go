@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -71,6 +72,12 @@ type Hub struct {
 	next    uint64 // first inbox seq not yet dispatched
 	ctx     context.Context
 	workers sync.WaitGroup
+
+	// early are the "typing…" requests Ingest starts (see typeEarly);
+	// Run waits for them before it returns, and none start after that.
+	earlyMu   sync.Mutex
+	earlyDone bool
+	early     sync.WaitGroup
 }
 
 type chatKey struct{ gateway, chatID string }
@@ -112,6 +119,11 @@ func (h *Hub) Cursor(ctx context.Context, gateway string) (string, error) {
 // message, stores what passes, redeems pairing attempts, counts the rest and
 // advances the cursor. If anything fails nothing is stored and the cursor
 // stays, so the gateway retries the batch: the guard fails closed.
+//
+// "typing…" for the owner's work goes out while the transaction commits
+// (typeEarly), not after it: it promises only that the message will be
+// handled, which holds either way — a batch that fails to commit is not
+// confirmed to the platform, which delivers it again.
 func (h *Hub) Ingest(ctx context.Context, gateway, cursor string, msgs []Message) error {
 	now := h.cfg.Now()
 	stored := 0
@@ -122,6 +134,7 @@ func (h *Hub) Ingest(ctx context.Context, gateway, cursor string, msgs []Message
 			return err
 		}
 		var strangers, failed uint64
+		var working []string // chats whose message starts a job
 		for _, m := range msgs {
 			m.Gateway = gateway
 			switch classify(l, m, h.cfg.AllowGroups[gateway]) {
@@ -130,6 +143,9 @@ func (h *Hub) Ingest(ctx context.Context, gateway, cursor string, msgs []Message
 					return err
 				}
 				stored++
+				if queues(m) && !slices.Contains(working, m.ChatID) {
+					working = append(working, m.ChatID)
+				}
 			case attempt:
 				nl, ok, err := h.redeem(tx, m, now)
 				if err != nil {
@@ -146,6 +162,7 @@ func (h *Hub) Ingest(ctx context.Context, gateway, cursor string, msgs []Message
 				strangers++
 			}
 		}
+		h.typeEarly(ctx, gateway, working)
 		if err := h.count(tx, gateway, strangers, failed, now); err != nil {
 			return err
 		}
@@ -159,6 +176,45 @@ func (h *Hub) Ingest(ctx context.Context, gateway, cursor string, msgs []Message
 		h.poke()
 	}
 	return nil
+}
+
+// queues reports whether an accepted message becomes a job (a command, a
+// turn, files) rather than a button press or a command answered at once.
+func queues(m Message) bool {
+	if m.Callback != nil {
+		return false
+	}
+	name, _ := splitCommand(m.Text)
+	return name == "" || name == "new"
+}
+
+// typeEarly shows "typing…" in each chat, in goroutines of the Hub's that
+// Run waits for; after Run has returned it does nothing.
+func (h *Hub) typeEarly(ctx context.Context, gateway string, chats []string) {
+	t, ok := h.gateways[gateway].(interface{ Typing(context.Context, string) })
+	if !ok || len(chats) == 0 {
+		return
+	}
+	h.earlyMu.Lock()
+	defer h.earlyMu.Unlock()
+	if h.earlyDone {
+		return
+	}
+	for _, chatID := range chats {
+		h.early.Add(1)
+		go func() {
+			defer h.early.Done()
+			t.Typing(ctx, chatID)
+		}()
+	}
+}
+
+// stopEarly waits for typeEarly's goroutines and lets no new one start.
+func (h *Hub) stopEarly() {
+	h.earlyMu.Lock()
+	h.earlyDone = true
+	h.earlyMu.Unlock()
+	h.early.Wait()
 }
 
 func entryFor(m Message, now time.Time) store.Entry {

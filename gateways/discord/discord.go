@@ -36,6 +36,7 @@ import (
 
 	"github.com/latchd/latch/gateways"
 	"github.com/latchd/latch/gateways/internal/retry"
+	"github.com/latchd/latch/gateways/internal/typing"
 )
 
 const (
@@ -122,6 +123,7 @@ type Gateway struct {
 	answered map[string]bool         // channels sent to since the cursor last noted them
 	pairs    map[string]*pendingPair // /pair uses waiting for the Hub's reply, by interaction id
 	texts    textMemory              // content of recent messages with buttons
+	typing   *typing.Gate            // leaves out "typing…" while the last one shows
 }
 
 var (
@@ -164,6 +166,7 @@ func New(cfg Config, log *slog.Logger) *Gateway {
 			},
 		},
 		queue:    newEventQueue(),
+		typing:   typing.New(typing.Fresh),
 		edits:    newEditPacer(cfg.EditInterval),
 		timing:   defaultTiming,
 		pairWait: pairAnswerWait,

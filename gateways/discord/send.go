@@ -104,6 +104,7 @@ func (g *Gateway) post(ctx context.Context, s *discordgo.Session, chatID string,
 		return nil, err
 	}
 	g.markAnswered(chatID)
+	g.typing.Posted(chatID)
 	return sent, nil
 }
 
@@ -124,17 +125,20 @@ func (g *Gateway) edit(ctx context.Context, s *discordgo.Session, chatID, msgID,
 	})
 }
 
-// Typing shows "typing…" in a channel for about ten seconds. It is a
-// courtesy: errors are logged at debug and otherwise ignored.
+// Typing shows "typing…" in a channel for about ten seconds, unless the
+// last request for it still shows (typing.Gate). It is a courtesy: errors
+// are logged at debug and otherwise ignored.
 func (g *Gateway) Typing(ctx context.Context, chatID string) {
 	s, err := g.started()
 	if err != nil {
 		return
 	}
-	err = g.call(ctx, requestTimeout, nil, func(opts ...discordgo.RequestOption) error {
-		return s.ChannelTyping(chatID, opts...)
+	g.typing.Show(ctx, chatID, func(ctx context.Context) {
+		err := g.call(ctx, requestTimeout, nil, func(opts ...discordgo.RequestOption) error {
+			return s.ChannelTyping(chatID, opts...)
+		})
+		if err != nil && ctx.Err() == nil {
+			g.log.Debug("typing failed; ignored", "err", err)
+		}
 	})
-	if err != nil && ctx.Err() == nil {
-		g.log.Debug("typing failed; ignored", "err", err)
-	}
 }

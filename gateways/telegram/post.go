@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -60,6 +61,7 @@ func (g *Gateway) post(ctx context.Context, chat int64, c tgbotapi.Chattable, ti
 		err = g.scrub(err)
 		g.setRequestStatus(err)
 		if err == nil {
+			g.typing.Posted(strconv.FormatInt(chat, 10))
 			return resp, nil
 		}
 		wait, limited := retryAfter(err)

@@ -67,17 +67,20 @@ func (g *Gateway) sendMessage(ctx context.Context, cfg tgbotapi.MessageConfig) (
 	return m.MessageID, err
 }
 
-// Typing shows "typing…" in a chat. It is a courtesy: errors are logged at
-// debug and otherwise ignored.
+// Typing shows "typing…" in a chat, unless the last request for it still
+// shows (typing.Gate). It is a courtesy: errors are logged at debug and
+// otherwise ignored.
 func (g *Gateway) Typing(ctx context.Context, chatID string) {
 	chat, err := strconv.ParseInt(chatID, 10, 64)
 	if err != nil {
 		g.log.Debug("typing: invalid chat id", "chat_id", chatID)
 		return
 	}
-	if _, err := g.request(ctx, tgbotapi.NewChatAction(chat, tgbotapi.ChatTyping)); err != nil {
-		g.log.Debug("sendChatAction failed; ignored", "err", err)
-	}
+	g.typing.Show(ctx, chatID, func(ctx context.Context) {
+		if _, err := g.request(ctx, tgbotapi.NewChatAction(chat, tgbotapi.ChatTyping)); err != nil {
+			g.log.Debug("sendChatAction failed; ignored", "err", err)
+		}
+	})
 }
 
 // render splits a reply into message texts of at most maxMessageUnits UTF-16

@@ -31,6 +31,7 @@ import (
 
 	"github.com/latchd/latch/gateways"
 	"github.com/latchd/latch/gateways/internal/retry"
+	"github.com/latchd/latch/gateways/internal/typing"
 )
 
 const (
@@ -123,6 +124,8 @@ type Gateway struct {
 	api   *tgbotapi.BotAPI // set by Start; copied per call, see bot
 	info  gateways.Info
 	chats map[int64]*rate.Limiter // per-chat pacing, see post
+	// typing leaves out a "typing…" request while the last one shows.
+	typing *typing.Gate
 	// approvals remembers the text of recent approval requests, so that
 	// AnswerCallback can append the outcome to it.
 	approvals approvalTexts
@@ -181,6 +184,7 @@ func New(cfg Config, log *slog.Logger) *Gateway {
 		},
 		limiter: rate.NewLimiter(sendRate, sendRate),
 		chats:   map[int64]*rate.Limiter{},
+		typing:  typing.New(typing.Fresh),
 		timing:  defaultTiming,
 		// One send or edit per chat per second, as Telegram asks.
 		chatEvery: chatInterval,

@@ -28,7 +28,8 @@ type turnTiming struct {
 
 var defaultTiming = turnTiming{stream: time.Second, typing: 4 * time.Second, idle: time.Minute}
 
-// placeholder is the text of a streaming answer before it has any.
+// placeholder is what a streaming message shows of an answer that is only
+// white space.
 const placeholder = "…"
 
 var _ gateways.TurnRenderer = (*Gateway)(nil)

@@ -87,8 +87,9 @@ func TestRenderTurnStreamsLongAnswerWithinLimits(t *testing.T) {
 	if strconv.Itoa(first.ReplyTo) != replyTo {
 		t.Errorf("the answer replies to %d, want the question %s", first.ReplyTo, replyTo)
 	}
-	if first.Text != placeholder || len(first.Edits) < 2 {
-		t.Fatalf("first message %q with %d edits, want the placeholder, streaming edits and the final edit", first.Text, len(first.Edits))
+	if first.ParseMode != "" || first.Text == "" || !strings.HasPrefix(md, first.Text) || len(first.Edits) < 2 {
+		t.Fatalf("first message %q (parse_mode %q) with %d edits, want the text so far as plain text, streaming edits and the final edit",
+			first.Text, first.ParseMode, len(first.Edits))
 	}
 	streaming := first.Edits[:len(first.Edits)-1]
 	last := first.Time
@@ -126,6 +127,27 @@ func TestRenderTurnStreamsLongAnswerWithinLimits(t *testing.T) {
 	}
 }
 
+// An answer complete within a stream interval of its first text goes out
+// once, formatted: no streaming message, no edit.
+func TestRenderTurnQuickAnswerIsOneMessage(t *testing.T) {
+	srv := newFake(t)
+	g, _ := started(t, srv)
+	replyTo := question(srv)
+	ev := g.RenderTurn(testContext(t), "1111", replyTo)
+	ev.Text("Done: **3** files")
+	time.Sleep(g.timing.stream / 5)
+	ev.Text(" changed.")
+	ev.Final("Done: **3** files changed.")
+	ev.(ender).End()
+	sent := srv.SentTo(1111)
+	if len(sent) != 1 || len(sent[0].Edits) != 0 {
+		t.Fatalf("sent %+v, want one message and no edit", sent)
+	}
+	if m := sent[0]; m.Text != "Done: <b>3</b> files changed." || m.ParseMode != "HTML" || strconv.Itoa(m.ReplyTo) != replyTo {
+		t.Errorf("message %q (parse_mode %q, reply to %d), want the formatted answer replying to %s", m.Text, m.ParseMode, m.ReplyTo, replyTo)
+	}
+}
+
 func TestRenderTurnFallsBackToPlainText(t *testing.T) {
 	reject := telegramtest.Fault{Status: 400, Description: "Bad Request: can't parse entities: Unsupported start tag \"x\" at byte offset 0"}
 	t.Run("new message", func(t *testing.T) {
@@ -148,7 +170,7 @@ func TestRenderTurnFallsBackToPlainText(t *testing.T) {
 		replyTo := question(srv)
 		ev := g.RenderTurn(testContext(t), "1111", replyTo)
 		ev.Text("**bold** & plain")
-		waitFake(t, srv, "the placeholder", func() bool { return len(srv.SentTo(1111)) == 1 })
+		waitFake(t, srv, "the streaming message", func() bool { return len(srv.SentTo(1111)) == 1 })
 		srv.Inject("editMessageText", reject)
 		ev.Final("**bold** & plain")
 		sent := srv.SentTo(1111)
@@ -255,7 +277,7 @@ func TestRenderTurnEndShowsPartialAnswer(t *testing.T) {
 	g, _ := started(t, srv)
 	ev := g.RenderTurn(testContext(t), "1111", question(srv))
 	ev.Text("Partial **answer**")
-	waitFake(t, srv, "the placeholder", func() bool { return len(srv.SentTo(1111)) == 1 })
+	waitFake(t, srv, "the streaming message", func() bool { return len(srv.SentTo(1111)) == 1 })
 	// The turn fails: no Final, the Hub calls End.
 	ev.(ender).End()
 	sent := srv.SentTo(1111)

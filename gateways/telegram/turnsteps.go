@@ -11,15 +11,18 @@ import (
 	"github.com/latchd/latch/gateways/telegram/tgmd"
 )
 
-// answer shows one answer of a turn (turnrender.Answer): a placeholder as
-// soon as it has text, edited to the text so far as plain text at most
-// once per stream interval; once complete, formatted HTML: the first chunk
-// replaces the streaming message, the others follow as new messages.
+// answer shows one answer of a turn (turnrender.Answer). An answer that is
+// complete within a stream interval of its first text is sent once, as
+// formatted HTML. A longer one streams: a message with the text so far, as
+// plain text, a stream interval after its first text, edited at most once
+// per interval; once complete, the first chunk of the HTML replaces the
+// streaming message and the others follow as new messages.
 type answer struct {
 	d     *delivery
-	msgID int    // the streaming message; 0 not sent, -1 sending failed
-	shown string // what msgID shows now
-	done  bool   // shown in its final form
+	first time.Time // when the answer first had text
+	msgID int       // the streaming message; 0 not sent, -1 sending failed
+	shown string    // what msgID shows now
+	done  bool      // shown in its final form
 }
 
 func (a *answer) Done() bool { return a.done }
@@ -33,7 +36,13 @@ func (a *answer) Next(md string, frozen bool) (turnrender.Step, time.Duration) {
 		return a.deliverStep(md), 0
 	case a.msgID == 0:
 		if strings.TrimSpace(md) == "" {
-			return nil, 0 // no placeholder for white space alone
+			return nil, 0 // no message for white space alone
+		}
+		if a.first.IsZero() {
+			a.first = time.Now()
+		}
+		if d := time.Until(a.first.Add(a.d.stream)); d > 0 {
+			return nil, d // the answer may be complete by then
 		}
 		return a.streamStep(md, true), 0
 	case a.msgID > 0 && preview(md) != a.shown:
@@ -56,10 +65,7 @@ func preview(md string) string {
 // streamStep sends the streaming message (first) or edits it.
 func (a *answer) streamStep(md string, first bool) turnrender.Step {
 	d := a.d
-	text := placeholder
-	if !first {
-		text = preview(md)
-	}
+	text := preview(md)
 	id := a.msgID
 	d.lastStream = time.Now()
 	return func(ctx context.Context) func() {
