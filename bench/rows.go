@@ -69,7 +69,9 @@ func turnRows(o options, runs []runResult, per perRun) []row {
 	if o.noModel {
 		plain, plainNote = "plain text (no model) → answer", fmt.Sprintf("%d/run; latch's fixed hint", n)
 	}
-	rows := latency(plain, plainNote, per, func(r runResult) []time.Duration { return replies(r.Turns.Plain) }, true)
+	rows := latency("plain text → first request (typing)", fmt.Sprintf("%d/run; the issue's per-message overhead", n),
+		per, func(r runResult) []time.Duration { return firsts(r.Turns.Plain) }, true)
+	rows = append(rows, latency(plain, plainNote, per, func(r runResult) []time.Duration { return replies(r.Turns.Plain) }, true)...)
 	rows = append(rows, newRow("  p50 drift: last tenth ÷ first tenth of the turns", "×", per(func(r runResult) float64 {
 		ds := replies(r.Turns.Plain)
 		k := max(len(ds)/10, 1)
@@ -90,11 +92,12 @@ func turnRows(o options, runs []runResult, per perRun) []row {
 	return append(rows, trendRows(o, per, len(runs[0].Turns.RSSKiB))...)
 }
 
-// trendRows are the RSS trends over the measured turns. The budget is
-// judged on the anonymous part, where a leak would show: the file-backed
-// part grows in 64 KiB steps as code is run for the first time, bounded by
-// the binary, whatever the number of messages. A -quick run is too short
-// to judge.
+// trendRows are the memory trends over the measured turns. The budget is
+// judged on the live heap, where a leak shows first and without noise: the
+// file-backed part of RSS grows in 64 KiB steps as code runs for the first
+// time, bounded by the binary, and the anonymous part also holds freed
+// memory until the runtime returns it, which makes it swing by a few MB
+// between identical runs. A -quick run is too short to judge.
 func trendRows(o options, per perRun, samples int) []row {
 	b, note := atMost(budgetTrendKiB, fmt.Sprintf("≤ %d KiB/1k", budgetTrendKiB)), fmt.Sprintf("least squares, %d samples", samples)
 	if o.quick {
@@ -103,7 +106,8 @@ func trendRows(o options, per perRun, samples int) []row {
 	return []row{
 		newRow("RSS trend over the turns", "KiB/1k", per(func(r runResult) float64 { return r.Turns.SlopeKiB }), nil,
 			"per 1,000 turns"),
-		newRow("  anonymous (heap) trend", "KiB/1k", per(func(r runResult) float64 { return r.Turns.SlopeAnonKiB }), b, note),
+		newRow("  anonymous trend (heap, incl. freed not yet returned)", "KiB/1k", per(func(r runResult) float64 { return r.Turns.SlopeAnonKiB }), nil, "RssAnon"),
+		newRow("  live heap trend", "KiB/1k", per(func(r runResult) float64 { return r.Turns.SlopeHeapKiB }), b, note+"; status memory.heap_live_bytes"),
 	}
 }
 

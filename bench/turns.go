@@ -151,11 +151,16 @@ type turnsResult struct {
 	RSSAt    []float64 `json:"rss_at_turn"`
 	RSSKiB   []float64 `json:"rss_kib"`
 	Samples  []memory  `json:"memory_samples"`
-	After    memory    `json:"memory_after"`
-	// SlopeKiB and SlopeAnonKiB are the fitted trends of RSS and of its
-	// anonymous part, in KiB per 1,000 turns.
+	// HeapKiB is the daemon's live heap at each sample, as its last
+	// collection found it (status: memory.heap_live_bytes).
+	HeapKiB []float64 `json:"heap_live_kib"`
+	After   memory    `json:"memory_after"`
+	// SlopeKiB, SlopeAnonKiB and SlopeHeapKiB are the fitted trends of
+	// RSS, of its anonymous part and of the live heap, in KiB per 1,000
+	// turns.
 	SlopeKiB     float64 `json:"rss_slope_kib_per_1000"`
 	SlopeAnonKiB float64 `json:"rss_anon_slope_kib_per_1000"`
+	SlopeHeapKiB float64 `json:"heap_live_slope_kib_per_1000"`
 }
 
 // turns alternates plain text and `!true` from the owner: warm-up turns
@@ -189,7 +194,7 @@ func (e *env) turns(ctx context.Context, d *daemon) (turnsResult, error) {
 	every := max(e.o.turns/10, 1)
 	for i := 0; i < e.o.turns; i++ {
 		if i%every == 0 {
-			if err := r.sampleRSS(d, i); err != nil {
+			if err := r.sampleRSS(ctx, d, i); err != nil {
 				return r, err
 			}
 		}
@@ -207,7 +212,7 @@ func (e *env) turns(ctx context.Context, d *daemon) (turnsResult, error) {
 			r.Cmd = append(r.Cmd, s)
 		}
 	}
-	if err := r.sampleRSS(d, e.o.turns); err != nil {
+	if err := r.sampleRSS(ctx, d, e.o.turns); err != nil {
 		return r, err
 	}
 	r.DBAfter = fileSize(e.dbPath())
@@ -217,17 +222,25 @@ func (e *env) turns(ctx context.Context, d *daemon) (turnsResult, error) {
 		anon[i] = float64(m.Anon)
 	}
 	r.SlopeKiB, r.SlopeAnonKiB = slope(r.RSSAt, r.RSSKiB)*1000, slope(r.RSSAt, anon)*1000
+	r.SlopeHeapKiB = slope(r.RSSAt, r.HeapKiB) * 1000
 	return r, nil
 }
 
-func (r *turnsResult) sampleRSS(d *daemon, turn int) error {
+func (r *turnsResult) sampleRSS(ctx context.Context, d *daemon, turn int) error {
 	m, err := readMemory(d.pid)
 	if err != nil {
 		return d.failure(fmt.Sprintf("read memory: %v", err))
 	}
+	ctx, cancel := context.WithTimeout(ctx, callLimit)
+	defer cancel()
+	st, err := d.ctl.Status(ctx)
+	if err != nil || st.Memory == nil {
+		return d.failure(fmt.Sprintf("status memory: %+v, %v", st.Memory, err))
+	}
 	r.RSSAt = append(r.RSSAt, float64(turn))
 	r.RSSKiB = append(r.RSSKiB, float64(m.RSS))
 	r.Samples = append(r.Samples, m)
+	r.HeapKiB = append(r.HeapKiB, float64(st.Memory.HeapLive)/1024)
 	return nil
 }
 

@@ -132,6 +132,20 @@ type Status struct {
 	StartedAt time.Time       `json:"started_at"`
 	Home      string          `json:"home"`
 	Gateways  []GatewayStatus `json:"gateways"`
+	// Memory is the running daemon's Go memory; nil when it is not running.
+	Memory *MemoryInfo `json:"memory,omitempty"`
+}
+
+// MemoryInfo is the Go runtime's account of the daemon's memory.
+type MemoryInfo struct {
+	// HeapLive is the heap the last garbage collection found in use: what
+	// a leak makes grow, without the freed memory the runtime still holds.
+	HeapLive uint64 `json:"heap_live_bytes"`
+	// Held is what the runtime has mapped and not returned to the system:
+	// heap (live or free), stacks and the runtime's own structures.
+	Held uint64 `json:"held_bytes"`
+	// GCs counts the collections since start.
+	GCs uint64 `json:"gcs"`
 }
 
 // GatewayStatus describes one gateway. It says whether a code is pending,

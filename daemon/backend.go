@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"runtime/metrics"
 	"time"
 
 	"github.com/latchd/latch/agent/tools"
@@ -123,7 +124,7 @@ func (d *Daemon) announce(l *store.Latch, text string) {
 
 // Status implements control.Backend.
 func (d *Daemon) Status(ctx context.Context) (control.Status, error) {
-	st := control.Status{PID: os.Getpid(), Version: d.Version, StartedAt: d.started, Home: d.Config.Home}
+	st := control.Status{PID: os.Getpid(), Version: d.Version, StartedAt: d.started, Home: d.Config.Home, Memory: memoryInfo()}
 	err := d.db.View(func(tx *store.Tx) error {
 		for name, g := range d.byName {
 			gs, err := GatewayStatus(tx, name, time.Now())
@@ -173,4 +174,22 @@ func GatewayStatus(tx *store.Tx, name string, now time.Time) (control.GatewaySta
 		}
 	}
 	return gs, nil
+}
+
+// memoryInfo reads the Go runtime's memory metrics.
+func memoryInfo() *control.MemoryInfo {
+	samples := []metrics.Sample{
+		{Name: "/gc/heap/live:bytes"},
+		{Name: "/memory/classes/total:bytes"},
+		{Name: "/memory/classes/heap/released:bytes"},
+		{Name: "/gc/cycles/total:gc-cycles"},
+	}
+	metrics.Read(samples)
+	v := func(i int) uint64 {
+		if samples[i].Value.Kind() != metrics.KindUint64 {
+			return 0
+		}
+		return samples[i].Value.Uint64()
+	}
+	return &control.MemoryInfo{HeapLive: v(0), Held: v(1) - v(2), GCs: v(3)}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -61,5 +62,15 @@ func TestE2ENoMintFromInsideARun(t *testing.T) {
 	e.waitReply(owner.ID, "pairing code for this bot was minted")
 	if st := e.status(); st.Latch == nil {
 		t.Fatal("latch lost")
+	}
+}
+
+// The status's memory figures come from the runtime and are consistent:
+// what is live is held, and a collection is counted.
+func TestMemoryInfo(t *testing.T) {
+	runtime.GC()
+	m := memoryInfo()
+	if m.HeapLive == 0 || m.Held < m.HeapLive || m.GCs == 0 {
+		t.Fatalf("memory %+v: want a live heap, held ≥ live and at least one collection", *m)
 	}
 }
