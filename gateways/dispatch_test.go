@@ -240,3 +240,38 @@ func TestIngestTypesForTheOwnersWork(t *testing.T) {
 		t.Fatalf("typing in %v: a request started after the Hub stopped", got)
 	}
 }
+
+// ctxTyper is a memGateway whose "typing…" request lasts until released
+// and then reports whether its context had ended.
+type ctxTyper struct {
+	*memGateway
+	started, release chan struct{}
+	ended            chan error
+}
+
+func (g *ctxTyper) Typing(ctx context.Context, _ string) {
+	close(g.started)
+	<-g.release
+	g.ended <- ctx.Err()
+}
+
+// TestEarlyTypingOutlivesIngestsContext: a webhook's Ingest runs under the
+// request's context, which ends with the response — right after the
+// commit, possibly before "typing…" is out. The request must go on.
+func TestEarlyTypingOutlivesIngestsContext(t *testing.T) {
+	f := newHubFixture(t, false)
+	f.ingest(t, "1", private("100", "/pair "+f.mint(t)))
+	tg := &ctxTyper{memGateway: f.gw, started: make(chan struct{}), release: make(chan struct{}), ended: make(chan error, 1)}
+	f.hub.gateways["telegram"] = tg
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := f.hub.Ingest(ctx, "telegram", "2", []Message{private("100", "!uptime")}); err != nil {
+		t.Fatal(err)
+	}
+	<-tg.started
+	cancel() // the webhook's response is written
+	close(tg.release)
+	if err := <-tg.ended; err != nil {
+		t.Fatalf("the typing request's context ended with Ingest's: %v", err)
+	}
+	f.hub.stopEarly()
+}

@@ -73,11 +73,14 @@ type Hub struct {
 	ctx     context.Context
 	workers sync.WaitGroup
 
-	// early are the "typing…" requests Ingest starts (see typeEarly);
-	// Run waits for them before it returns, and none start after that.
-	earlyMu   sync.Mutex
-	earlyDone bool
-	early     sync.WaitGroup
+	// early are the "typing…" requests Ingest starts (see typeEarly),
+	// under earlyCtx: Run's end cancels it and waits for them, and none
+	// start after that.
+	earlyMu     sync.Mutex
+	earlyDone   bool
+	early       sync.WaitGroup
+	earlyCtx    context.Context
+	earlyCancel context.CancelFunc
 }
 
 type chatKey struct{ gateway, chatID string }
@@ -99,6 +102,7 @@ func NewHub(cfg Config) *Hub {
 		wake:     make(chan struct{}, 1),
 		chats:    make(map[chatKey]*chat),
 	}
+	h.earlyCtx, h.earlyCancel = context.WithCancel(context.Background())
 	for _, g := range cfg.Gateways {
 		h.gateways[g.Name()] = g
 	}
@@ -162,7 +166,7 @@ func (h *Hub) Ingest(ctx context.Context, gateway, cursor string, msgs []Message
 				strangers++
 			}
 		}
-		h.typeEarly(ctx, gateway, working)
+		h.typeEarly(gateway, working)
 		if err := h.count(tx, gateway, strangers, failed, now); err != nil {
 			return err
 		}
@@ -189,8 +193,10 @@ func queues(m Message) bool {
 }
 
 // typeEarly shows "typing…" in each chat, in goroutines of the Hub's that
-// Run waits for; after Run has returned it does nothing.
-func (h *Hub) typeEarly(ctx context.Context, gateway string, chats []string) {
+// Run waits for; after Run has returned it does nothing. Not under
+// Ingest's context: a webhook's ends with its response, which the commit
+// may send before the request is out.
+func (h *Hub) typeEarly(gateway string, chats []string) {
 	t, ok := h.gateways[gateway].(interface{ Typing(context.Context, string) })
 	if !ok || len(chats) == 0 {
 		return
@@ -204,16 +210,23 @@ func (h *Hub) typeEarly(ctx context.Context, gateway string, chats []string) {
 		h.early.Add(1)
 		go func() {
 			defer h.early.Done()
+			ctx, cancel := context.WithTimeout(h.earlyCtx, earlyTypingTimeout)
+			defer cancel()
 			t.Typing(ctx, chatID)
 		}()
 	}
 }
 
-// stopEarly waits for typeEarly's goroutines and lets no new one start.
+// earlyTypingTimeout bounds one of typeEarly's requests.
+const earlyTypingTimeout = 10 * time.Second
+
+// stopEarly stops typeEarly's goroutines, waits for them and lets no new
+// one start.
 func (h *Hub) stopEarly() {
 	h.earlyMu.Lock()
 	h.earlyDone = true
 	h.earlyMu.Unlock()
+	h.earlyCancel()
 	h.early.Wait()
 }
 
