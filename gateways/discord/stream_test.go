@@ -223,3 +223,26 @@ func TestStreamFinalDiffers(t *testing.T) {
 		t.Errorf("%d messages deleted, want 2", n)
 	}
 }
+
+// TestQuickAnswerIsOneMessage: an answer complete within an edit interval
+// of its first text goes out once, as Send cuts it, replying to the
+// question — no streamed message, no edit.
+func TestQuickAnswerIsOneMessage(t *testing.T) {
+	srv := newFake(t)
+	g, _ := started(t, srv, func(c *Config) { c.EditInterval = time.Second })
+	in := srv.SendDM(alice, "how many?")
+	ch := in.ChannelID
+	ev := g.RenderTurn(testContext(t), ch, in.ID)
+	ev.Text("Done: **3** files")
+	time.Sleep(200 * time.Millisecond)
+	ev.Text(" changed.")
+	ev.Final("Done: **3** files changed.")
+	ev.(interface{ End() }).End()
+	sent := srv.SentTo(ch)
+	if len(sent) != 1 || len(sent[0].Edits) != 0 {
+		t.Fatalf("sent %+v, want one message and no edit", sent)
+	}
+	if s := sent[0]; s.Text() != "Done: **3** files changed." || s.ReplyTo != in.ID {
+		t.Errorf("message %q replying to %q, want the answer replying to %q", s.Text(), s.ReplyTo, in.ID)
+	}
+}

@@ -12,13 +12,16 @@ import (
 )
 
 // answer shows one answer of a turn (turnrender.Answer) as the messages
-// Send would cut it into, streamed by edits (see stream.go).
+// Send would cut it into, streamed by edits (see stream.go). Its first
+// message waits an edit interval after its first text: an answer complete
+// by then is sent once, as Send would, with no edits.
 type answer struct {
 	d      *delivery
-	msgs   []shown  // its messages, in order
-	final  []string // once frozen: the messages it ends as
-	broken bool     // a message could not be sent: stop streaming it
-	done   bool     // shown in its final form (or given up)
+	first  time.Time // when the answer first had text
+	msgs   []shown   // its messages, in order
+	final  []string  // once frozen: the messages it ends as
+	broken bool      // a message could not be sent: stop streaming it
+	done   bool      // shown in its final form (or given up)
 }
 
 // shown is one message of an answer.
@@ -51,7 +54,11 @@ func (a *answer) Next(text string, frozen bool) (turnrender.Step, time.Duration)
 	case a.broken:
 		return nil, 0
 	default:
-		if d := a.d.editDue(); d > 0 && len(a.msgs) > 0 {
+		if len(a.msgs) == 0 {
+			if d := a.holdFirst(text); d > 0 {
+				return nil, d // the answer may be complete by then
+			}
+		} else if d := a.d.editDue(); d > 0 {
 			return nil, d // the text so far goes out with the next edit
 		}
 		final, growing := streamChunks(text)
@@ -79,6 +86,18 @@ func (a *answer) Next(text string, frozen bool) (turnrender.Step, time.Duration)
 		a.done = true
 	}
 	return nil, 0
+}
+
+// holdFirst is how long the first message still waits: an edit interval
+// from the answer's first text that is not blank.
+func (a *answer) holdFirst(text string) time.Duration {
+	if blank(text) {
+		return 0 // nothing to show yet; streamChunks shows nothing either
+	}
+	if a.first.IsZero() {
+		a.first = time.Now()
+	}
+	return max(time.Until(a.first.Add(a.d.g.cfg.EditInterval)), 0)
 }
 
 // sendStep sends an answer's next message; its first one replies to the
