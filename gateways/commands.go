@@ -184,7 +184,7 @@ func (h *Hub) runJob(ctx context.Context, c *chat, e store.Entry, j job, work fu
 // typing shows "typing…" in the chat, if the gateway can, without waiting
 // for it; the returned func waits.
 func (h *Hub) typing(ctx context.Context, e store.Entry) (wait func()) {
-	t, ok := h.gateways[e.Gateway].(interface{ Typing(context.Context, string) })
+	t, ok := h.gateways[e.Gateway].(typer)
 	if !ok {
 		return func() {}
 	}

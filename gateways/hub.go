@@ -192,12 +192,17 @@ func queues(m Message) bool {
 	return name == "" || name == "new"
 }
 
+// typer is a gateway that can show "typing…" in a chat.
+type typer interface {
+	Typing(ctx context.Context, chatID string)
+}
+
 // typeEarly shows "typing…" in each chat, in goroutines of the Hub's that
 // Run waits for; after Run has returned it does nothing. Not under
 // Ingest's context: a webhook's ends with its response, which the commit
 // may send before the request is out.
 func (h *Hub) typeEarly(gateway string, chats []string) {
-	t, ok := h.gateways[gateway].(interface{ Typing(context.Context, string) })
+	t, ok := h.gateways[gateway].(typer)
 	if !ok || len(chats) == 0 {
 		return
 	}
