@@ -8,7 +8,6 @@
 package service
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"math"
@@ -16,7 +15,6 @@ import (
 	"regexp"
 	"strings"
 	"sync"
-	"text/template"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -78,70 +76,83 @@ would not take effect. That needs unprivileged user namespaces: if latch
 then fails to start, see latch service status, or install a system service
 instead (sudo latch service install --system --user NAME --harden).`
 
-// unitTemplate is parsed on first use, not at start-up: the daemon links
-// this package but never renders a unit.
-var unitTemplate = sync.OnceValue(func() *template.Template {
-	return template.Must(template.New("unit").Parse(unitText))
-})
+// Unit renders the systemd unit for opts.
+//
+// The unit is written out with plain string building rather than
+// text/template: executing a template reaches reflect.Value.MethodByName,
+// which makes the linker keep every exported method of every type in the
+// binary, and that code is mapped into the daemon too.
+func Unit(opts UnitOptions) (string, error) {
+	d, err := newUnitData(opts)
+	if err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	line := func(parts ...string) {
+		for _, p := range parts {
+			b.WriteString(p)
+		}
+		b.WriteByte('\n')
+	}
+	line("# latch.service, written by latch service install.")
+	line("# Re-run that command to change it. Local additions belong in a drop-in")
+	line("# (systemctl ", d.Scope, "edit latch.service), which a re-install keeps.")
+	line()
+	line("[Unit]")
+	line("Description=latch: text a local agent from your chat")
+	line("Documentation=https://github.com/latchd/latch")
+	line("After=network-online.target")
+	line("Wants=network-online.target")
+	line()
+	line("[Service]")
+	line("# latch reports readiness and pings the watchdog over sd_notify. Only the")
+	line("# main process may: a command the agent runs cannot fake either.")
+	line("Type=notify")
+	line("NotifyAccess=main")
+	line("ExecStart=", d.ExecStart, " run")
+	if d.Environment != "" {
+		line("Environment=", d.Environment)
+	}
+	if d.User != "" {
+		line("User=", d.User)
+	}
+	line("# Exit status 78 (EX_CONFIG) means a bad token or configuration: restarting")
+	line("# cannot fix it, so it must not become a crash loop.")
+	line("Restart=on-failure")
+	line("RestartSec=5s")
+	line("RestartPreventExitStatus=78")
+	line("WatchdogSec=30")
+	line("# On stop, SIGTERM goes to latch alone (KillMode=mixed): latch stops the")
+	line("# commands it started, each in a process group of its own, in its own order.")
+	line("# Whatever is left in the service's cgroup gets SIGKILL once latch exits, or")
+	line("# after TimeoutStopSec (latch's ", d.Grace, " grace plus 10s). The default,")
+	line("# control-group, would SIGTERM those commands at the same moment as latch")
+	line("# and race its shutdown; process would leave escaped processes running.")
+	line("KillMode=mixed")
+	line("TimeoutStopSec=", d.TimeoutStop)
+	if d.Harden {
+		line()
+		line(d.HardenComment)
+		line("NoNewPrivileges=yes")
+		line("PrivateTmp=yes")
+		if d.PrivateUsers {
+			line("PrivateUsers=yes")
+		}
+		line("ProtectSystem=full")
+		line("ProtectControlGroups=yes")
+		line("ProtectKernelModules=yes")
+		line("ProtectKernelTunables=yes")
+		line("RestrictSUIDSGID=yes")
+		line("LockPersonality=yes")
+	}
+	line()
+	line("[Install]")
+	line("WantedBy=", d.WantedBy)
+	return b.String(), nil
+}
 
-const unitText = `# latch.service, written by latch service install.
-# Re-run that command to change it. Local additions belong in a drop-in
-# (systemctl {{.Scope}}edit latch.service), which a re-install keeps.
-
-[Unit]
-Description=latch: text a local agent from your chat
-Documentation=https://github.com/latchd/latch
-After=network-online.target
-Wants=network-online.target
-
-[Service]
-# latch reports readiness and pings the watchdog over sd_notify. Only the
-# main process may: a command the agent runs cannot fake either.
-Type=notify
-NotifyAccess=main
-ExecStart={{.ExecStart}} run
-{{- if .Environment}}
-Environment={{.Environment}}
-{{- end}}
-{{- if .User}}
-User={{.User}}
-{{- end}}
-# Exit status 78 (EX_CONFIG) means a bad token or configuration: restarting
-# cannot fix it, so it must not become a crash loop.
-Restart=on-failure
-RestartSec=5s
-RestartPreventExitStatus=78
-WatchdogSec=30
-# On stop, SIGTERM goes to latch alone (KillMode=mixed): latch stops the
-# commands it started, each in a process group of its own, in its own order.
-# Whatever is left in the service's cgroup gets SIGKILL once latch exits, or
-# after TimeoutStopSec (latch's {{.Grace}} grace plus 10s). The default,
-# control-group, would SIGTERM those commands at the same moment as latch
-# and race its shutdown; process would leave escaped processes running.
-KillMode=mixed
-TimeoutStopSec={{.TimeoutStop}}
-{{- if .Harden}}
-
-{{.HardenComment}}
-NoNewPrivileges=yes
-PrivateTmp=yes
-{{- if .PrivateUsers}}
-PrivateUsers=yes
-{{- end}}
-ProtectSystem=full
-ProtectControlGroups=yes
-ProtectKernelModules=yes
-ProtectKernelTunables=yes
-RestrictSUIDSGID=yes
-LockPersonality=yes
-{{- end}}
-
-[Install]
-WantedBy={{.WantedBy}}
-`
-
-// unitData is what unitTemplate renders; every string in it is already
-// escaped for the unit file.
+// unitData is what Unit writes; every string in it is already escaped for
+// the unit file.
 type unitData struct {
 	Scope         string // "--user " or "" for the systemctl hint
 	ExecStart     string
@@ -153,19 +164,6 @@ type unitData struct {
 	HardenComment string
 	PrivateUsers  bool
 	WantedBy      string
-}
-
-// Unit renders the systemd unit for opts.
-func Unit(opts UnitOptions) (string, error) {
-	d, err := newUnitData(opts)
-	if err != nil {
-		return "", err
-	}
-	var b bytes.Buffer
-	if err := unitTemplate().Execute(&b, d); err != nil {
-		return "", fmt.Errorf("render unit: %w", err)
-	}
-	return b.String(), nil
 }
 
 func newUnitData(opts UnitOptions) (unitData, error) {
