@@ -88,66 +88,61 @@ func Unit(opts UnitOptions) (string, error) {
 		return "", err
 	}
 	var b strings.Builder
-	line := func(parts ...string) {
+	w := func(parts ...string) {
 		for _, p := range parts {
 			b.WriteString(p)
 		}
-		b.WriteByte('\n')
 	}
-	line("# latch.service, written by latch service install.")
-	line("# Re-run that command to change it. Local additions belong in a drop-in")
-	line("# (systemctl ", d.Scope, "edit latch.service), which a re-install keeps.")
-	line()
-	line("[Unit]")
-	line("Description=latch: text a local agent from your chat")
-	line("Documentation=https://github.com/latchd/latch")
-	line("After=network-online.target")
-	line("Wants=network-online.target")
-	line()
-	line("[Service]")
-	line("# latch reports readiness and pings the watchdog over sd_notify. Only the")
-	line("# main process may: a command the agent runs cannot fake either.")
-	line("Type=notify")
-	line("NotifyAccess=main")
-	line("ExecStart=", d.ExecStart, " run")
+	w(`# latch.service, written by latch service install.
+# Re-run that command to change it. Local additions belong in a drop-in
+# (systemctl `, d.Scope, `edit latch.service), which a re-install keeps.
+
+[Unit]
+Description=latch: text a local agent from your chat
+Documentation=https://github.com/latchd/latch
+After=network-online.target
+Wants=network-online.target
+
+[Service]
+# latch reports readiness and pings the watchdog over sd_notify. Only the
+# main process may: a command the agent runs cannot fake either.
+Type=notify
+NotifyAccess=main
+ExecStart=`, d.ExecStart, " run\n")
 	if d.Environment != "" {
-		line("Environment=", d.Environment)
+		w("Environment=", d.Environment, "\n")
 	}
 	if d.User != "" {
-		line("User=", d.User)
+		w("User=", d.User, "\n")
 	}
-	line("# Exit status 78 (EX_CONFIG) means a bad token or configuration: restarting")
-	line("# cannot fix it, so it must not become a crash loop.")
-	line("Restart=on-failure")
-	line("RestartSec=5s")
-	line("RestartPreventExitStatus=78")
-	line("WatchdogSec=30")
-	line("# On stop, SIGTERM goes to latch alone (KillMode=mixed): latch stops the")
-	line("# commands it started, each in a process group of its own, in its own order.")
-	line("# Whatever is left in the service's cgroup gets SIGKILL once latch exits, or")
-	line("# after TimeoutStopSec (latch's ", d.Grace, " grace plus 10s). The default,")
-	line("# control-group, would SIGTERM those commands at the same moment as latch")
-	line("# and race its shutdown; process would leave escaped processes running.")
-	line("KillMode=mixed")
-	line("TimeoutStopSec=", d.TimeoutStop)
+	w(`# Exit status 78 (EX_CONFIG) means a bad token or configuration: restarting
+# cannot fix it, so it must not become a crash loop.
+Restart=on-failure
+RestartSec=5s
+RestartPreventExitStatus=78
+WatchdogSec=30
+# On stop, SIGTERM goes to latch alone (KillMode=mixed): latch stops the
+# commands it started, each in a process group of its own, in its own order.
+# Whatever is left in the service's cgroup gets SIGKILL once latch exits, or
+# after TimeoutStopSec (latch's `, d.Grace, ` grace plus 10s). The default,
+# control-group, would SIGTERM those commands at the same moment as latch
+# and race its shutdown; process would leave escaped processes running.
+KillMode=mixed
+TimeoutStopSec=`, d.TimeoutStop, "\n")
 	if d.Harden {
-		line()
-		line(d.HardenComment)
-		line("NoNewPrivileges=yes")
-		line("PrivateTmp=yes")
+		w("\n", d.HardenComment, "\nNoNewPrivileges=yes\nPrivateTmp=yes\n")
 		if d.PrivateUsers {
-			line("PrivateUsers=yes")
+			w("PrivateUsers=yes\n")
 		}
-		line("ProtectSystem=full")
-		line("ProtectControlGroups=yes")
-		line("ProtectKernelModules=yes")
-		line("ProtectKernelTunables=yes")
-		line("RestrictSUIDSGID=yes")
-		line("LockPersonality=yes")
+		w(`ProtectSystem=full
+ProtectControlGroups=yes
+ProtectKernelModules=yes
+ProtectKernelTunables=yes
+RestrictSUIDSGID=yes
+LockPersonality=yes
+`)
 	}
-	line()
-	line("[Install]")
-	line("WantedBy=", d.WantedBy)
+	w("\n[Install]\nWantedBy=", d.WantedBy, "\n")
 	return b.String(), nil
 }
 
