@@ -58,7 +58,7 @@ func encode(req provider.Request, model string) ([]byte, error) {
 	p := messagesRequest{
 		Model:     model,
 		MaxTokens: cmp.Or(req.MaxTokens, DefaultMaxTokens),
-		Messages:  []message{},
+		Messages:  make([]message, 0, len(req.Messages)),
 		Stream:    true,
 	}
 	if req.System != "" {

@@ -31,15 +31,17 @@ func encode(req provider.Request, model string) (goopenai.ChatCompletionRequest,
 	if req.MaxTokens > 0 {
 		setMaxTokens(&cr, req.MaxTokens)
 	}
+	// The history is sent whole on every call, so this slice is sized
+	// once: most neutral messages become one Chat Completions message.
+	cr.Messages = make([]goopenai.ChatCompletionMessage, 0, len(req.Messages)+1)
 	if req.System != "" {
 		cr.Messages = append(cr.Messages, goopenai.ChatCompletionMessage{Role: goopenai.ChatMessageRoleSystem, Content: req.System})
 	}
 	for i, m := range req.Messages {
-		msgs, err := encodeMessage(m)
-		if err != nil {
+		var err error
+		if cr.Messages, err = appendMessage(cr.Messages, m); err != nil {
 			return cr, fmt.Errorf("message %d: %w", i, err)
 		}
-		cr.Messages = append(cr.Messages, msgs...)
 	}
 	for _, t := range req.Tools {
 		params := t.Schema
@@ -71,19 +73,27 @@ func setMaxTokens(cr *goopenai.ChatCompletionRequest, n int) {
 	}
 }
 
-// encodeMessage maps one neutral message onto Chat Completions messages.
-// A user message's tool results become "tool" messages, placed first: they
-// must directly follow the assistant message that called the tools.
-func encodeMessage(m provider.Message) ([]goopenai.ChatCompletionMessage, error) {
+// appendMessage appends one neutral message to out as Chat Completions
+// messages. A user message's tool results become "tool" messages, placed
+// first: they must directly follow the assistant message that called the
+// tools.
+func appendMessage(out []goopenai.ChatCompletionMessage, m provider.Message) ([]goopenai.ChatCompletionMessage, error) {
 	var (
-		out   []goopenai.ChatCompletionMessage
-		texts []string
+		text  string
+		texts []string // only when there is more than one text block
 		calls []goopenai.ToolCall
 	)
 	for j, b := range m.Content {
 		switch b.Type {
 		case provider.BlockText:
-			if b.Text != "" {
+			switch {
+			case b.Text == "":
+			case text == "":
+				text = b.Text
+			default:
+				if texts == nil {
+					texts = append(texts, text)
+				}
 				texts = append(texts, b.Text)
 			}
 		case provider.BlockToolUse:
@@ -111,7 +121,9 @@ func encodeMessage(m provider.Message) ([]goopenai.ChatCompletionMessage, error)
 			return nil, fmt.Errorf("block %d: unknown type %q", j, b.Type)
 		}
 	}
-	text := strings.Join(texts, "\n\n")
+	if texts != nil {
+		text = strings.Join(texts, "\n\n")
+	}
 	switch m.Role {
 	case provider.RoleUser:
 		if text != "" {

@@ -92,6 +92,30 @@ func TestRequest(t *testing.T) {
 	}
 }
 
+// TestTextBlocksJoin: a message's text blocks are one content string,
+// separated by a blank line, with empty blocks left out.
+func TestTextBlocksJoin(t *testing.T) {
+	t.Parallel()
+	c, srv := setup(t, nil)
+	srv.Script(openaitest.Text("ok"))
+	text := func(s string) provider.Block { return provider.Block{Type: provider.BlockText, Text: s} }
+	req := adaptertest.Ask("first")
+	req.Messages = append(req.Messages,
+		provider.Message{Role: provider.RoleAssistant, Content: []provider.Block{text("one"), text(""), text("two"), text("three")}},
+		provider.Message{Role: provider.RoleUser, Content: []provider.Block{text(""), text("only")}})
+	if _, err := c.Stream(t.Context(), req, nil); err != nil {
+		t.Fatalf("Stream: %v", err)
+	}
+	var got []string
+	for _, m := range srv.Requests()[0].Params.Messages {
+		got = append(got, m.Role+": "+m.Text())
+	}
+	want := []string{"system: You are latch.", "user: first", "assistant: one\n\ntwo\n\nthree", "user: only"}
+	if !slices.Equal(got, want) {
+		t.Errorf("messages = %q, want %q", got, want)
+	}
+}
+
 func TestLocalServerWithoutKey(t *testing.T) {
 	t.Parallel()
 	srv := openaitest.New("") // like Ollama: no key needed
