@@ -79,21 +79,14 @@ func setMaxTokens(cr *goopenai.ChatCompletionRequest, n int) {
 // tools.
 func appendMessage(out []goopenai.ChatCompletionMessage, m provider.Message) ([]goopenai.ChatCompletionMessage, error) {
 	var (
-		text  string
-		texts []string // only when there is more than one text block
+		one   [1]string // most messages have one text block: no allocation
+		texts = one[:0]
 		calls []goopenai.ToolCall
 	)
 	for j, b := range m.Content {
 		switch b.Type {
 		case provider.BlockText:
-			switch {
-			case b.Text == "":
-			case text == "":
-				text = b.Text
-			default:
-				if texts == nil {
-					texts = append(texts, text)
-				}
+			if b.Text != "" {
 				texts = append(texts, b.Text)
 			}
 		case provider.BlockToolUse:
@@ -121,9 +114,7 @@ func appendMessage(out []goopenai.ChatCompletionMessage, m provider.Message) ([]
 			return nil, fmt.Errorf("block %d: unknown type %q", j, b.Type)
 		}
 	}
-	if texts != nil {
-		text = strings.Join(texts, "\n\n")
-	}
+	text := strings.Join(texts, "\n\n")
 	switch m.Role {
 	case provider.RoleUser:
 		if text != "" {
