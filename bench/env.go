@@ -45,6 +45,8 @@ type env struct {
 	log  string
 	tg   *telegramtest.Server
 	ai   *openaitest.Server // nil with -no-model
+	// contextBudget is agent.context_budget; 0 keeps latch's default.
+	contextBudget int
 }
 
 // daemon is a started `latch run` and a control client for its socket.
@@ -93,6 +95,9 @@ func (e *env) initHome(ctx context.Context) error {
 	// plain text goes to the fake model, an OpenAI-compatible server on
 	// loopback that needs no key.
 	toml := fmt.Sprintf("[agent]\nprovider = %q\nbase_url = %q\n", config.ProviderOpenAI, e.ai.URL())
+	if e.contextBudget != 0 {
+		toml += fmt.Sprintf("context_budget = %d\n", e.contextBudget)
+	}
 	return os.WriteFile(filepath.Join(e.home, config.ConfigFile), []byte(toml), 0o600)
 }
 

@@ -5,12 +5,15 @@
 // per-message latency, a stranger flood and store growth, each with PASS or
 // MISS against its budget.
 //
-//	go run ./bench            # full: 3 runs of about 8 minutes each
-//	go run ./bench -quick     # smoke run, under a minute
+//	go run ./bench            # full: 3 runs of about 7 minutes, then a memory run of about 23
+//	go run ./bench -quick     # smoke run, about a minute
 //	go run ./bench -json      # machine-readable
 //
 // The owner's chat gets about one post a second, Telegram's per-chat rate
-// and latch's own pacing, so the quiet turns take most of the time.
+// and latch's own pacing, so the turns take most of the time. The memory
+// run is the issue's 1,000 turns, on a daemon of its own whose context is
+// held full (see memoryBudget), so its trend shows what turns leave behind
+// rather than the conversation growing.
 //
 // It is a program and not a test so that `go test ./...` stays fast. Every
 // loop is bounded; the daemon is stopped when bench exits, also on Ctrl-C,
@@ -46,6 +49,9 @@ type options struct {
 	floodRate         int           // stranger messages a second
 	floodFor          time.Duration
 	strangers         int // distinct stranger chats
+	// memWarmup and memTurns are the memory run's turns: its own daemon
+	// with the context held at memoryBudget; memTurns 0 skips it.
+	memWarmup, memTurns int
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
@@ -60,6 +66,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.noModel, "no-model", false, "configure no model: plain text gets latch's fixed hint instead of a turn with the instant fake model")
 	fs.BoolVar(&o.keep, "keep", false, "keep the temporary directory (binary, homes, daemon logs)")
 	rate := fs.Int("flood-rate", 5000, "stranger messages a second in the flood (the budget is judged at 5000)")
+	memTurns := fs.Int("memory-turns", -1, "measured turns of the memory run, after 300 to fill its context (default 1000; 40 after 10 with -quick; 0 skips it)")
 	turns := fs.Int("turns", 0, "measured quiet turns per run, after the warm-up turns (default 200 after 50; 20 after 4 with -quick)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -73,11 +80,16 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	// (one a second, Telegram's pace), so its p99 is not just its maximum.
 	o.idle, o.warmup, o.turns, o.restarts, o.floodFor = 10*time.Second, 50, 200, 5, 60*time.Second
 	o.floodRate, o.strangers = *rate, 1000
+	o.memWarmup, o.memTurns = 300, 1000
 	if o.quick {
 		o.idle, o.warmup, o.turns, o.restarts, o.floodFor = 3*time.Second, 4, 20, 2, 3*time.Second
+		o.memWarmup, o.memTurns = 10, 40
 	}
 	if *turns != 0 {
 		o.turns = *turns
+	}
+	if *memTurns >= 0 {
+		o.memTurns = *memTurns
 	}
 	if o.runs == 0 {
 		o.runs = 3
@@ -85,8 +97,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 			o.runs = 1
 		}
 	}
-	if o.runs < 1 || o.runs > 50 || o.turns < 10 || o.turns > 100_000 || o.floodRate < 1 || o.floodRate > 100_000 {
-		err := errors.New("-runs must be within 1…50, -turns within 10…100000 and -flood-rate within 1…100000")
+	if o.runs < 1 || o.runs > 50 || o.turns < 10 || o.turns > 100_000 || o.floodRate < 1 || o.floodRate > 100_000 ||
+		o.memTurns != 0 && (o.memTurns < 10 || o.memTurns > 100_000) {
+		err := errors.New("-runs must be within 1…50, -turns and -memory-turns (unless 0) within 10…100000 and -flood-rate within 1…100000")
 		fmt.Fprintln(stderr, "bench:", err)
 		return o, err
 	}
@@ -153,11 +166,55 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) error {
 		}
 		runs = append(runs, r)
 	}
-	rep := report{Meta: m, Rows: buildRows(o, m, runs), Runs: runs}
+	var mem *turnsResult
+	if o.memTurns > 0 && !o.noModel {
+		r, err := memoryRun(ctx, o, bin, root, stderr)
+		if err != nil {
+			return fmt.Errorf("memory run: %w", err)
+		}
+		mem = &r
+	}
+	rep := report{Meta: m, Rows: buildRows(o, m, runs, mem), Runs: runs, Memory: mem}
 	if o.json {
 		return rep.writeJSON(stdout)
 	}
 	return rep.writeTable(stdout)
+}
+
+// memoryBudget is the memory run's agent.context_budget in tokens (the
+// least latch accepts). A model turn adds about 20 tokens; the model gets
+// the newest budget's worth, and the store (and the tail kept in memory)
+// at most four budgets, cut back to three when they pass four. With the
+// bench's turns that point comes after some 200 turns: from then on the
+// conversation stops growing, and memory that still grows is what turns
+// leave behind. Under the default budget (100,000 tokens) the bench's
+// short turns would take some 20,000 turns to get there; the quiet turns
+// of each run measure that filling instead.
+const memoryBudget = 1000
+
+// memoryRun is the issue's 1,000 turns: a fresh home and daemon whose
+// context is held at memoryBudget, o.memWarmup turns to fill it, then
+// o.memTurns measured turns with RSS sampled twenty times.
+func memoryRun(ctx context.Context, o options, bin, root string, stderr io.Writer) (turnsResult, error) {
+	tg := telegramtest.New(token)
+	defer tg.Close()
+	ai := openaitest.New("")
+	defer ai.Close()
+	e := &env{o: o, bin: bin, tg: tg, ai: ai, contextBudget: memoryBudget,
+		home: filepath.Join(root, "hmem"), log: filepath.Join(root, "daemon-memory.log")}
+	if err := e.initHome(ctx); err != nil {
+		return turnsResult{}, err
+	}
+	d, _, err := e.start(ctx)
+	if err != nil {
+		return turnsResult{}, err
+	}
+	defer d.stop()
+	if err := e.pair(ctx, d); err != nil {
+		return turnsResult{}, err
+	}
+	fmt.Fprintf(stderr, "bench: memory run: %d turns, context_budget %d\n", o.memWarmup+o.memTurns, memoryBudget)
+	return e.turns(ctx, d, o.memWarmup, o.memTurns, 20)
 }
 
 // oneRun measures one fresh home: a first start, pairing, idle memory, the
@@ -196,7 +253,7 @@ func oneRun(ctx context.Context, o options, bin, root string, n int, stderr io.W
 	}
 	r.IdleWindow = time.Since(idleFrom)
 	say("%d quiet turns (plain text and !true, about one post a second in the chat)", o.warmup+o.turns)
-	if r.Turns, err = e.turns(ctx, d); err != nil {
+	if r.Turns, err = e.turns(ctx, d, o.warmup, o.turns, 10); err != nil {
 		return r, err
 	}
 	say("stranger flood: %d msg/s from %d chats for %v", o.floodRate, o.strangers, o.floodFor)

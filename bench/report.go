@@ -133,9 +133,10 @@ func newRow(name, unit string, vals []float64, b *budget, note string) row {
 }
 
 type report struct {
-	Meta meta        `json:"meta"`
-	Rows []row       `json:"rows"`
-	Runs []runResult `json:"runs"`
+	Meta   meta         `json:"meta"`
+	Rows   []row        `json:"rows"`
+	Runs   []runResult  `json:"runs"`
+	Memory *turnsResult `json:"memory_run,omitempty"`
 }
 
 func (rep report) writeJSON(w io.Writer) error {

@@ -27,7 +27,7 @@ type perRun func(func(runResult) float64) []float64
 func mb(kib int64) float64 { return float64(kib) * 1024 / 1e6 }
 
 // buildRows turns the runs into the table, in the order of the issue.
-func buildRows(o options, m meta, runs []runResult) []row {
+func buildRows(o options, m meta, runs []runResult, mem *turnsResult) []row {
 	per := func(f func(r runResult) float64) []float64 {
 		out := make([]float64, len(runs))
 		for i, r := range runs {
@@ -38,6 +38,7 @@ func buildRows(o options, m meta, runs []runResult) []row {
 	rows := []row{newRow("binary size", "MB", []float64{float64(m.BinaryBytes) / 1e6}, nil, "CGO_ENABLED=0 go build -trimpath -ldflags=\"-s -w\"")}
 	rows = append(rows, startRows(o, runs, per)...)
 	rows = append(rows, turnRows(o, runs, per)...)
+	rows = append(rows, memoryRows(o, mem)...)
 	return append(rows, floodRows(o, runs, per)...)
 }
 
@@ -87,28 +88,38 @@ func turnRows(o options, runs []runResult, per perRun) []row {
 		}), nil, fmt.Sprintf("latch.db size, over %d turns", o.turns)),
 		newRow(fmt.Sprintf("RSS growth over the %d warm-up turns", o.warmup), "MB", per(func(r runResult) float64 {
 			return mb(r.Turns.Warm.RSS - r.Turns.Cold.RSS)
-		}), nil, "not counted in the trend"),
-		newRow(fmt.Sprintf("RSS after %d more turns", o.turns), "MB", per(func(r runResult) float64 { return mb(r.Turns.After.RSS) }), nil, ""))
-	return append(rows, trendRows(o, per, len(runs[0].Turns.RSSKiB))...)
+		}), nil, ""),
+		newRow(fmt.Sprintf("RSS after %d more turns", o.turns), "MB", per(func(r runResult) float64 { return mb(r.Turns.After.RSS) }), nil, ""),
+		newRow("RSS slope while the context fills (default budget)", "KiB/1k", per(func(r runResult) float64 { return r.Turns.SlopeKiB }), nil,
+			"the conversation itself; see the memory run"),
+		newRow("  live heap slope, as of each sample's last collection", "KiB/1k", per(func(r runResult) float64 { return r.Turns.SlopeHeapKiB }), nil,
+			"status memory.heap_live_bytes"))
+	return rows
 }
 
-// trendRows are the memory trends over the measured turns. The budget is
-// judged on RSS, as the issue words it; the anonymous part and the live
-// heap show where a change comes from. Heap profiles taken at idle between
-// turns (after a forced collection) stay flat over hundreds of turns: what
-// these trends pick up is each turn's working memory — its request carries
-// the whole history, up to the context budget — caught by whichever
-// collection or sample falls inside a turn, and freed memory the runtime
-// has not yet returned. A -quick run is too short to judge.
-func trendRows(o options, per perRun, samples int) []row {
-	b, note := atMost(budgetTrendKiB, fmt.Sprintf("≤ %d KiB/1k", budgetTrendKiB)), fmt.Sprintf("least squares, %d samples", samples)
+// memoryRows are the memory run's: the issue's 1,000 turns with the
+// context held full, so that a trend is what turns leave behind. The
+// budget is judged on RSS, as the issue words it; the anonymous part and
+// the live heap show where a change comes from. A -quick run is too short
+// to judge.
+func memoryRows(o options, mem *turnsResult) []row {
+	if mem == nil {
+		return nil
+	}
+	one := func(v float64) []float64 { return []float64{v} }
+	b, note := atMost(budgetTrendKiB, fmt.Sprintf("≤ %d KiB/1k", budgetTrendKiB)), fmt.Sprintf("least squares, %d samples", len(mem.RSSKiB))
 	if o.quick {
 		b, note = nil, "too short to judge in -quick"
 	}
+	name := fmt.Sprintf("memory run: %d turns, context held at %d tokens", mem.Turns, memoryBudget)
 	return []row{
-		newRow("RSS trend over the turns", "KiB/1k", per(func(r runResult) float64 { return r.Turns.SlopeKiB }), b, note),
-		newRow("  anonymous trend (heap, incl. freed not yet returned)", "KiB/1k", per(func(r runResult) float64 { return r.Turns.SlopeAnonKiB }), nil, "RssAnon"),
-		newRow("  live heap trend, as of each sample's last collection", "KiB/1k", per(func(r runResult) float64 { return r.Turns.SlopeHeapKiB }), nil, "status memory.heap_live_bytes"),
+		newRow(name+", RSS before", "MB", one(mb(int64(mem.RSSKiB[0]))), nil, fmt.Sprintf("after %d warm-up turns", o.memWarmup)),
+		newRow(name+", RSS after", "MB", one(mb(mem.After.RSS)), nil, ""),
+		newRow("memory run: RSS trend", "KiB/1k", one(mem.SlopeKiB), b, note),
+		newRow("  anonymous trend (heap, incl. freed not yet returned)", "KiB/1k", one(mem.SlopeAnonKiB), nil, "RssAnon"),
+		newRow("  live heap trend, as of each sample's last collection", "KiB/1k", one(mem.SlopeHeapKiB), nil, "status memory.heap_live_bytes"),
+		newRow("memory run: store growth per 1,000 turns", "KiB", one(float64(mem.DBAfter-mem.DBBefore)/1024*1000/float64(mem.Turns)), nil,
+			"latch.db size; old turns beyond the context are deleted"),
 	}
 }
 

@@ -163,20 +163,20 @@ type turnsResult struct {
 	SlopeHeapKiB float64 `json:"heap_live_slope_kib_per_1000"`
 }
 
-// turns alternates plain text and `!true` from the owner: warm-up turns
-// first, not counted, then o.turns measured ones with RSS sampled every
-// tenth of the way. The warm-up matters for the RSS trend: the heap first
+// turns alternates plain text and `!true` from the owner: warmup turns
+// first, not counted, then n measured ones with RSS sampled samples times
+// along the way and once at the end. The warm-up matters for the RSS trend: the heap first
 // grows to the runtime's minimum goal (4 MB at GOGC=100) before its first
 // collection, a rise that is not a leak and would dominate a trend fitted
 // from turn one.
-func (e *env) turns(ctx context.Context, d *daemon) (turnsResult, error) {
+func (e *env) turns(ctx context.Context, d *daemon, warmup, n, samples int) (turnsResult, error) {
 	kind := func(i int) turnKind { return turnKind(i % 2) }
 	p := &pacer{}
 	cold, err := readMemory(d.pid)
 	if err != nil {
 		return turnsResult{}, err
 	}
-	for i := range e.o.warmup {
+	for i := range warmup {
 		if err := p.wait(ctx); err != nil {
 			return turnsResult{}, err
 		}
@@ -190,9 +190,9 @@ func (e *env) turns(ctx context.Context, d *daemon) (turnsResult, error) {
 	if err != nil {
 		return turnsResult{}, err
 	}
-	r := turnsResult{Turns: e.o.turns, Cold: cold, Warm: warm, DBBefore: fileSize(e.dbPath())}
-	every := max(e.o.turns/10, 1)
-	for i := 0; i < e.o.turns; i++ {
+	r := turnsResult{Turns: n, Cold: cold, Warm: warm, DBBefore: fileSize(e.dbPath())}
+	every := max(n/samples, 1)
+	for i := 0; i < n; i++ {
 		if i%every == 0 {
 			if err := r.sampleRSS(ctx, d, i); err != nil {
 				return r, err
@@ -212,7 +212,7 @@ func (e *env) turns(ctx context.Context, d *daemon) (turnsResult, error) {
 			r.Cmd = append(r.Cmd, s)
 		}
 	}
-	if err := r.sampleRSS(ctx, d, e.o.turns); err != nil {
+	if err := r.sampleRSS(ctx, d, n); err != nil {
 		return r, err
 	}
 	r.DBAfter = fileSize(e.dbPath())
