@@ -137,6 +137,7 @@ func (d *Daemon) Status(ctx context.Context) (control.Status, error) {
 				gs.BotName = info.BotName
 			}
 			gs.Running = d.hub.Running(name)
+			gs.StrangersDropped += d.hub.HeldStrangers(name)
 			st.Gateways = append(st.Gateways, gs)
 		}
 		return nil

@@ -16,6 +16,7 @@ import (
 
 	"github.com/latchd/latch/agent/provider/anthropic/anthropictest"
 	"github.com/latchd/latch/config"
+	"github.com/latchd/latch/store"
 )
 
 // childEnv marks a test binary started as a daemon by TestE2EKill9.
@@ -157,5 +158,79 @@ func TestE2EKill9MidTurnResumes(t *testing.T) {
 	reqs := fake.Requests()
 	if last := string(reqs[len(reqs)-1].Body); !strings.Contains(last, "interrupted by a restart") {
 		t.Errorf("the model was not told: %s", last)
+	}
+}
+
+// TestE2EKill9DuringStrangerFlood kills the daemon while strangers flood
+// it, so batches of theirs are held in memory, confirmed to Telegram but
+// not stored (see gateways.Hub.Ingest). After the restart the owner's
+// command from before the kill has not run again, the one sent while down
+// runs once, and no stranger was ever answered.
+func TestE2EKill9DuringStrangerFlood(t *testing.T) {
+	e := newEnv(t)
+	child := e.startChild()
+	e.pair()
+	marker := filepath.Join(e.home, "ran")
+	e.say(owner, "!echo x >> "+marker)
+	e.waitReply(owner.ID, "exit 0")
+
+	flood := func(stop <-chan struct{}, done chan<- struct{}) {
+		defer close(done)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			u := stranger
+			u.ID += int64(i % 50)
+			e.say(u, "!id")
+			time.Sleep(time.Millisecond)
+		}
+	}
+	stop, done := make(chan struct{}), make(chan struct{})
+	base := e.tg.ConfirmedOffset()
+	go flood(stop, done)
+	// Let the daemon take part of the flood, then kill it mid-flood.
+	waitFor(t, func() bool { return e.tg.ConfirmedOffset() > base+300 })
+	child.Process.Kill()
+	child.Wait()
+	close(stop)
+	<-done
+	confirmed := e.tg.ConfirmedOffset()
+	db, err := store.Open(config.DBPath(e.home), store.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cursor string
+	db.View(func(tx *store.Tx) (err error) { cursor, err = tx.Cursor("telegram"); return err })
+	db.Close()
+	// Usually behind: what was held died with the process.
+	t.Logf("at the kill Telegram had confirmed up to %d; the store's cursor was %s", confirmed, cursor)
+	e.say(owner, "!echo while-down")
+
+	e.startChild()
+	e.waitReply(owner.ID, "while-down")
+	e.say(owner, "!echo after")
+	e.waitReply(owner.ID, "after")
+	if b, _ := os.ReadFile(marker); string(b) != "x\n" {
+		t.Errorf("marker = %q: the owner's command ran again", b)
+	}
+	n := 0
+	for _, m := range e.tg.SentTo(owner.ID) {
+		if strings.HasPrefix(m.Current(), "while-down") {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("message sent while down answered %d times:%s", n, e.describeSent())
+	}
+	for i := range 50 {
+		if got := e.tg.SentTo(stranger.ID + int64(i)); len(got) != 0 {
+			t.Errorf("stranger %d got %d replies", i, len(got))
+		}
+	}
+	if st := e.status(); st.StrangersDropped == 0 || st.Latch == nil {
+		t.Errorf("status after the restart = %+v", st)
 	}
 }

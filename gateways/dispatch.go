@@ -34,6 +34,8 @@ func (h *Hub) Run(ctx context.Context) error {
 	// agent.ErrShutdown tells a turn to stay resumable rather than end.
 	hardStop := func() { cancelWork(agent.ErrShutdown) }
 	defer hardStop()
+	h.hold(true)
+	defer h.hold(false) // after drain: from then on Ingest commits every batch
 	h.mu.Lock()
 	h.ctx = ctx
 	h.mu.Unlock()
@@ -49,6 +51,7 @@ func (h *Hub) Run(ctx context.Context) error {
 		beat = t.C
 		h.cfg.Heartbeat()
 	}
+	var storeHeld <-chan time.Time // armed while Ingest holds something
 	for {
 		if err := h.dispatchPending(work); err != nil {
 			h.log.Error("dispatch", "err", err)
@@ -59,6 +62,17 @@ func (h *Hub) Run(ctx context.Context) error {
 		case <-h.wake:
 		case <-beat:
 			h.cfg.Heartbeat()
+		case <-h.heldWake:
+			if storeHeld == nil {
+				storeHeld = time.After(holdFor)
+			}
+			continue
+		case <-storeHeld:
+			storeHeld = nil
+			if h.storeHeldNow() {
+				storeHeld = time.After(holdFor)
+			}
+			continue
 		}
 	}
 }

@@ -81,6 +81,28 @@ type Hub struct {
 	early       sync.WaitGroup
 	earlyCtx    context.Context
 	earlyCancel context.CancelFunc
+
+	// ingestMu orders Ingest's commits and the storing of what is held,
+	// so that a cursor stored is never older than one stored before it.
+	ingestMu sync.Mutex
+	// holding is true while Run runs: only then may Ingest hold back a
+	// batch of strangers' messages (see Ingest), because only Run stores
+	// what is held, within holdFor and once more when it ends.
+	holding bool
+	held    map[string]heldBatches // by gateway
+	// heldWake tells Run that something is held and must be stored.
+	heldWake chan struct{}
+}
+
+// holdFor is how long strangers' counts and the cursor past them may stay
+// in memory before Run stores them.
+const holdFor = time.Second
+
+// heldBatches are batches of strangers' messages that Ingest counted but
+// did not store: how many messages, and the cursor past the last batch.
+type heldBatches struct {
+	strangers uint64
+	cursor    string
 }
 
 type chatKey struct{ gateway, chatID string }
@@ -100,6 +122,8 @@ func NewHub(cfg Config) *Hub {
 		limiter:  newReplyLimiter(10*time.Second, 4096),
 		strays:   newReplyLimiter(time.Minute, 64),
 		wake:     make(chan struct{}, 1),
+		heldWake: make(chan struct{}, 1),
+		held:     make(map[string]heldBatches),
 		chats:    make(map[chatKey]*chat),
 	}
 	h.earlyCtx, h.earlyCancel = context.WithCancel(context.Background())
@@ -109,8 +133,15 @@ func NewHub(cfg Config) *Hub {
 	return h
 }
 
-// Cursor implements Sink.
+// Cursor implements Sink. A cursor held in memory (see Ingest) is newer
+// than the stored one.
 func (h *Hub) Cursor(ctx context.Context, gateway string) (string, error) {
+	h.ingestMu.Lock()
+	b, ok := h.held[gateway]
+	h.ingestMu.Unlock()
+	if ok {
+		return b.cursor, nil
+	}
 	var c string
 	err := h.cfg.Store.View(func(tx *store.Tx) (err error) {
 		c, err = tx.Cursor(gateway)
@@ -128,16 +159,44 @@ func (h *Hub) Cursor(ctx context.Context, gateway string) (string, error) {
 // (typeEarly), not after it: it promises only that the message will be
 // handled, which holds either way — a batch that fails to commit is not
 // confirmed to the platform, which delivers it again.
+//
+// While Run runs, a batch of nothing but strangers' messages (a flood, a
+// spam bot) is not committed: the guard drops them either way, so all
+// there is to store is a count and the cursor past them, and committing
+// that for every batch would put two disk syncs between the owner and each
+// of their messages. Ingest keeps both in memory instead; the next commit
+// takes them along, or Run stores them within holdFor. A crash loses at
+// most that count, and the gateway starts from the older cursor: for
+// Telegram the messages past it were confirmed already and do not come
+// again, and whatever does come again is strangers' and dropped again.
+// Nothing of the owner's is held, so nothing of theirs is lost or run
+// twice.
 func (h *Hub) Ingest(ctx context.Context, gateway, cursor string, msgs []Message) error {
+	h.ingestMu.Lock()
+	defer h.ingestMu.Unlock()
+	if h.holding && h.onlyStrangers(gateway, msgs) {
+		b := h.held[gateway]
+		b.strangers += uint64(len(msgs))
+		b.cursor = cursor
+		if len(h.held) == 0 {
+			select {
+			case h.heldWake <- struct{}{}:
+			default:
+			}
+		}
+		h.held[gateway] = b
+		return nil
+	}
 	now := h.cfg.Now()
 	stored := 0
+	held := h.held[gateway]
 	err := h.cfg.Store.Update(func(tx *store.Tx) error {
 		stored = 0
 		l, err := tx.Latch(gateway)
 		if err != nil {
 			return err
 		}
-		var strangers, failed uint64
+		strangers, failed := held.strangers, uint64(0)
 		var working []string // chats whose message starts a job
 		for _, m := range msgs {
 			m.Gateway = gateway
@@ -176,10 +235,90 @@ func (h *Hub) Ingest(ctx context.Context, gateway, cursor string, msgs []Message
 		h.log.Error("ingest failed; messages dropped for now and retried later", "gateway", gateway, "err", err)
 		return fmt.Errorf("ingest: %w", err)
 	}
+	delete(h.held, gateway)
 	if stored > 0 {
 		h.poke()
 	}
 	return nil
+}
+
+// onlyStrangers reports whether the guard would drop every message of a
+// batch, as the latch stands now. A batch it cannot tell about is not.
+func (h *Hub) onlyStrangers(gateway string, msgs []Message) bool {
+	only := false
+	err := h.cfg.Store.View(func(tx *store.Tx) error {
+		l, err := tx.Latch(gateway)
+		if err != nil {
+			return err
+		}
+		for _, m := range msgs {
+			if classify(l, m, h.cfg.AllowGroups[gateway]) != drop {
+				return nil
+			}
+		}
+		only = true
+		return nil
+	})
+	return err == nil && only
+}
+
+// storeHeld commits what Ingest held back: the strangers' counts and the
+// cursors past them. Callers hold ingestMu.
+func (h *Hub) storeHeld() error {
+	if len(h.held) == 0 {
+		return nil
+	}
+	now := h.cfg.Now()
+	err := h.cfg.Store.Update(func(tx *store.Tx) error {
+		for gateway, b := range h.held {
+			if err := h.count(tx, gateway, b.strangers, 0, now); err != nil {
+				return err
+			}
+			if err := tx.SetCursor(gateway, b.cursor); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("store strangers' counts and cursors: %w", err)
+	}
+	clear(h.held)
+	return nil
+}
+
+// HeldStrangers is how many strangers' messages Ingest counted for a
+// gateway that are not in the store's counter yet.
+func (h *Hub) HeldStrangers(gateway string) uint64 {
+	h.ingestMu.Lock()
+	defer h.ingestMu.Unlock()
+	return h.held[gateway].strangers
+}
+
+// hold lets Ingest hold back strangers' batches, or stops it and stores
+// what it held; Run calls it at its start and end.
+func (h *Hub) hold(on bool) {
+	h.ingestMu.Lock()
+	defer h.ingestMu.Unlock()
+	h.holding = on
+	if on {
+		return
+	}
+	if err := h.storeHeld(); err != nil {
+		h.log.Warn("could not store the strangers' count at shutdown", "err", err)
+	}
+}
+
+// storeHeldNow is Run's: it stores what is held and reports whether it
+// must try again.
+func (h *Hub) storeHeldNow() (again bool) {
+	h.ingestMu.Lock()
+	defer h.ingestMu.Unlock()
+	if err := h.storeHeld(); err != nil {
+		h.log.Warn("could not store the strangers' count; trying again", "err", err)
+		return true
+	}
+	return false
 }
 
 // queues reports whether an accepted message becomes a job (a command, a
