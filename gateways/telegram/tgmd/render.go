@@ -18,7 +18,6 @@ import (
 
 	"github.com/yuin/goldmark"
 	"github.com/yuin/goldmark/ast"
-	"github.com/yuin/goldmark/extension"
 	extast "github.com/yuin/goldmark/extension/ast"
 	htmlrender "github.com/yuin/goldmark/renderer/html"
 	"github.com/yuin/goldmark/text"
@@ -42,15 +41,18 @@ const (
 // (javascript:, data:, file:, relative paths) is rendered as text.
 var allowedSchemes = []string{"http://", "https://", "tg://", "mailto:"}
 
-var markdown = goldmark.New(goldmark.WithExtensions(extension.Strikethrough, extension.Table))
+var markdown = goldmark.New(goldmark.WithExtensions(gfm{}))
 
 // Render converts Markdown to Telegram HTML: b, i, s, code, pre (with
 // <code class="language-x">), a href and blockquote, everything else
 // escaped. Lists become "• " or "1. " lines, headings bold lines and tables
 // preformatted text. The result is not cut to any length; see Chunk.
-func Render(src string) string {
+func Render(src string) string { return render(markdown, src) }
+
+// render is Render with md's parser; tests pass goldmark's own extensions.
+func render(md goldmark.Markdown, src string) string {
 	source := []byte(strings.ToValidUTF8(src, "\uFFFD"))
-	doc := markdown.Parser().Parse(text.NewReader(source))
+	doc := md.Parser().Parse(text.NewReader(source))
 	r := &renderer{src: source, open: map[string]int{}}
 	r.blockChildren(doc, "\n\n")
 	return strings.TrimRightFunc(r.b.String(), isSpace)
