@@ -152,7 +152,7 @@ func floodRows(o options, runs []runResult, per perRun) []row {
 		newRow("flood: slowest whole second", "msg/s", fl(func(f floodResult) float64 { return float64(minOr(f.PerSecond)) }), nil, ""),
 		newRow("flood: mean batch (updates per getUpdates)", "", fl(func(f floodResult) float64 {
 			return float64(f.Pushed) / float64(max(f.Polls, 1))
-		}), nil, "one store commit per batch"),
+		}), nil, "strangers only: held, stored once a second"),
 		newRow("flood: backlog drained after last push", "ms", fl(func(f floodResult) float64 { return ms(f.Drain) }), nil, ""),
 		newRow("flood: strangers dropped / pushed", "%", fl(func(f floodResult) float64 {
 			return 100 * float64(f.Dropped) / float64(max(f.Pushed, 1))
