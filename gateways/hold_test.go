@@ -142,3 +142,26 @@ func TestPairingAttemptIsNotHeld(t *testing.T) {
 		t.Errorf("store has cursor %q, %d strangers; want 1, 3", c, n)
 	}
 }
+
+// Readers of what is held never wait for a commit: status reads it inside
+// a read transaction, and a commit that grows the file waits for every
+// read transaction to end, so waiting there for Ingest would deadlock.
+func TestHeldIsReadWithoutWaitingForACommit(t *testing.T) {
+	f := newHubFixture(t, false)
+	f.hub.ingestMu.Lock() // as Ingest holds it across its commit
+	defer f.hub.ingestMu.Unlock()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f.db.View(func(tx *store.Tx) error {
+			f.hub.HeldStrangers("telegram")
+			return nil
+		})
+		f.hub.Cursor(context.Background(), "telegram")
+	}()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("HeldStrangers or Cursor waited for Ingest's lock")
+	}
+}

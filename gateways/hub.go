@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -84,12 +85,17 @@ type Hub struct {
 
 	// ingestMu orders Ingest's commits and the storing of what is held,
 	// so that a cursor stored is never older than one stored before it.
+	// It is held across write transactions, so it must never be waited
+	// for inside one: a commit that grows the file waits for every read
+	// transaction to end. Readers of held take heldMu alone.
 	ingestMu sync.Mutex
 	// holding is true while Run runs: only then may Ingest hold back a
 	// batch of strangers' messages (see Ingest), because only Run stores
-	// what is held, within holdFor and once more when it ends.
+	// what is held, within holdFor and once more when it ends. Under
+	// ingestMu.
 	holding bool
-	held    map[string]heldBatches // by gateway
+	heldMu  sync.Mutex
+	held    map[string]heldBatches // by gateway; written under both locks
 	// heldWake tells Run that something is held and must be stored.
 	heldWake chan struct{}
 }
@@ -136,9 +142,9 @@ func NewHub(cfg Config) *Hub {
 // Cursor implements Sink. A cursor held in memory (see Ingest) is newer
 // than the stored one.
 func (h *Hub) Cursor(ctx context.Context, gateway string) (string, error) {
-	h.ingestMu.Lock()
+	h.heldMu.Lock()
 	b, ok := h.held[gateway]
-	h.ingestMu.Unlock()
+	h.heldMu.Unlock()
 	if ok {
 		return b.cursor, nil
 	}
@@ -175,21 +181,26 @@ func (h *Hub) Ingest(ctx context.Context, gateway, cursor string, msgs []Message
 	h.ingestMu.Lock()
 	defer h.ingestMu.Unlock()
 	if h.holding && h.onlyStrangers(gateway, msgs) {
+		h.heldMu.Lock()
 		b := h.held[gateway]
 		b.strangers += uint64(len(msgs))
 		b.cursor = cursor
-		if len(h.held) == 0 {
+		first := len(h.held) == 0
+		h.held[gateway] = b
+		h.heldMu.Unlock()
+		if first {
 			select {
 			case h.heldWake <- struct{}{}:
 			default:
 			}
 		}
-		h.held[gateway] = b
 		return nil
 	}
 	now := h.cfg.Now()
 	stored := 0
+	h.heldMu.Lock()
 	held := h.held[gateway]
+	h.heldMu.Unlock()
 	err := h.cfg.Store.Update(func(tx *store.Tx) error {
 		stored = 0
 		l, err := tx.Latch(gateway)
@@ -235,7 +246,9 @@ func (h *Hub) Ingest(ctx context.Context, gateway, cursor string, msgs []Message
 		h.log.Error("ingest failed; messages dropped for now and retried later", "gateway", gateway, "err", err)
 		return fmt.Errorf("ingest: %w", err)
 	}
+	h.heldMu.Lock()
 	delete(h.held, gateway)
+	h.heldMu.Unlock()
 	if stored > 0 {
 		h.poke()
 	}
@@ -263,14 +276,17 @@ func (h *Hub) onlyStrangers(gateway string, msgs []Message) bool {
 }
 
 // storeHeld commits what Ingest held back: the strangers' counts and the
-// cursors past them. Callers hold ingestMu.
+// cursors past them. Callers hold ingestMu, so held cannot grow meanwhile.
 func (h *Hub) storeHeld() error {
-	if len(h.held) == 0 {
+	h.heldMu.Lock()
+	held := maps.Clone(h.held)
+	h.heldMu.Unlock()
+	if len(held) == 0 {
 		return nil
 	}
 	now := h.cfg.Now()
 	err := h.cfg.Store.Update(func(tx *store.Tx) error {
-		for gateway, b := range h.held {
+		for gateway, b := range held {
 			if err := h.count(tx, gateway, b.strangers, 0, now); err != nil {
 				return err
 			}
@@ -283,15 +299,18 @@ func (h *Hub) storeHeld() error {
 	if err != nil {
 		return fmt.Errorf("store strangers' counts and cursors: %w", err)
 	}
+	h.heldMu.Lock()
 	clear(h.held)
+	h.heldMu.Unlock()
 	return nil
 }
 
 // HeldStrangers is how many strangers' messages Ingest counted for a
-// gateway that are not in the store's counter yet.
+// gateway that are not in the store's counter yet. It does not wait for a
+// commit, so it may be called inside a store transaction.
 func (h *Hub) HeldStrangers(gateway string) uint64 {
-	h.ingestMu.Lock()
-	defer h.ingestMu.Unlock()
+	h.heldMu.Lock()
+	defer h.heldMu.Unlock()
 	return h.held[gateway].strangers
 }
 
