@@ -117,6 +117,8 @@ func memoryRows(o options, mem *turnsResult) []row {
 		newRow(name+", RSS after", "MB", one(mb(mem.After.RSS)), nil, ""),
 		newRow("memory run: RSS trend", "KiB/1k", one(mem.SlopeKiB), b, note),
 		newRow("  anonymous trend (heap, incl. freed not yet returned)", "KiB/1k", one(mem.SlopeAnonKiB), nil, "RssAnon"),
+		newRow("  file-backed trend (binary pages run for the first time, bbolt)", "KiB/1k", one(mem.SlopeKiB-mem.SlopeAnonKiB), nil,
+			"RssFile; at most what of the binary is not mapped yet"),
 		newRow("  live heap trend, as of each sample's last collection", "KiB/1k", one(mem.SlopeHeapKiB), nil, "status memory.heap_live_bytes"),
 		newRow("memory run: store growth per 1,000 turns", "KiB", one(float64(mem.DBAfter-mem.DBBefore)/1024*1000/float64(mem.Turns)), nil,
 			"latch.db size; old turns beyond the context are deleted"),
