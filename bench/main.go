@@ -194,7 +194,8 @@ const memoryBudget = 1000
 
 // memoryRun is the 1,000 turns: a fresh home and daemon whose
 // context is held at memoryBudget, o.memWarmup turns to fill it, then
-// o.memTurns measured turns with RSS sampled twenty times.
+// o.memTurns measured turns with RSS read before each and the live heap
+// twenty times.
 func memoryRun(ctx context.Context, o options, bin, root string, stderr io.Writer) (turnsResult, error) {
 	tg := telegramtest.New(token)
 	defer tg.Close()
