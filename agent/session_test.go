@@ -293,9 +293,9 @@ func TestHugeLastTurnIsKept(t *testing.T) {
 }
 
 // TestStartedHookCommitsWithTheQuestion: with Hooks.Started the user's
-// message is stored, with the hook's write, before the model is called —
-// a crash during the call leaves a turn that resumes once, with the
-// question sent once.
+// message is stored in the transaction of the hook's write, which commits
+// while the model is called — a crash during the call, once it has
+// committed, leaves a turn that resumes once, with the question sent once.
 func TestStartedHookCommitsWithTheQuestion(t *testing.T) {
 	f := newFixture(t, nil)
 	f.fake.Script(anthropictest.Text("never seen").StallAfter(0))
@@ -304,14 +304,19 @@ func TestStartedHookCommitsWithTheQuestion(t *testing.T) {
 	marked := func(tx *store.Tx) error { return tx.Incr("test", "started", 1) }
 	done := make(chan error, 1)
 	go func() { done <- f.agent.TurnWith(ctx, chat, "build it", &recorder{}, Hooks{Started: marked}) }()
+	committed := func() bool {
+		var n uint64
+		f.db.View(func(tx *store.Tx) (err error) { n, err = tx.Counter("test", "started"); return err })
+		return n == 1
+	}
 	deadline := time.Now().Add(10 * time.Second)
-	for len(f.fake.Requests()) == 0 {
+	for len(f.fake.Requests()) == 0 || !committed() {
 		if time.Now().After(deadline) {
-			t.Fatal("the model was never called")
+			t.Fatalf("the model was called %d times; the start committed: %v", len(f.fake.Requests()), committed())
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	// The file as a crash now would leave it.
+	// The file as a crash now, during the call, would leave it.
 	crashed := filepath.Join(t.TempDir(), "crashed.db")
 	if err := f.db.Bolt().View(func(tx *bolt.Tx) error { return tx.CopyFile(crashed, 0o600) }); err != nil {
 		t.Fatal(err)
