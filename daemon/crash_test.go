@@ -81,13 +81,7 @@ func TestE2EKill9(t *testing.T) {
 	if b, _ := os.ReadFile(marker); string(b) != "x\n" {
 		t.Errorf("marker = %q: the interrupted command ran again", b)
 	}
-	n := 0
-	for _, m := range e.tg.SentTo(owner.ID) {
-		if strings.HasPrefix(m.Current(), "while-down") {
-			n++
-		}
-	}
-	if n != 1 {
+	if n := e.repliesTo(owner.ID, "while-down"); n != 1 {
 		t.Errorf("message sent while down answered %d times:%s", n, e.describeSent())
 	}
 }
@@ -216,13 +210,7 @@ func TestE2EKill9DuringStrangerFlood(t *testing.T) {
 	if b, _ := os.ReadFile(marker); string(b) != "x\n" {
 		t.Errorf("marker = %q: the owner's command ran again", b)
 	}
-	n := 0
-	for _, m := range e.tg.SentTo(owner.ID) {
-		if strings.HasPrefix(m.Current(), "while-down") {
-			n++
-		}
-	}
-	if n != 1 {
+	if n := e.repliesTo(owner.ID, "while-down"); n != 1 {
 		t.Errorf("message sent while down answered %d times:%s", n, e.describeSent())
 	}
 	for i := range 50 {

@@ -247,6 +247,17 @@ func (e *env) waitConfirmedWithin(updateID int, d time.Duration) {
 	}
 }
 
+// repliesTo counts the messages sent to chatID whose text starts with prefix.
+func (e *env) repliesTo(chatID int64, prefix string) int {
+	n := 0
+	for _, m := range e.tg.SentTo(chatID) {
+		if strings.HasPrefix(m.Current(), prefix) {
+			n++
+		}
+	}
+	return n
+}
+
 func (e *env) describeSent() string {
 	var b strings.Builder
 	for _, m := range e.tg.Sent() {

@@ -100,16 +100,7 @@ func TestE2ERestartKeepsLatchAndDoesNotReplay(t *testing.T) {
 	e.start()
 	e.say(owner, "!echo two")
 	e.waitReply(owner.ID, "two")
-	count := func(s string) int {
-		n := 0
-		for _, m := range e.tg.SentTo(owner.ID) {
-			if strings.HasPrefix(m.Current(), s) {
-				n++
-			}
-		}
-		return n
-	}
-	if count("one") != 1 || count("two") != 1 || count("Paired") != 1 {
+	if e.repliesTo(owner.ID, "one") != 1 || e.repliesTo(owner.ID, "two") != 1 || e.repliesTo(owner.ID, "Paired") != 1 {
 		t.Errorf("replies after restart:%s", e.describeSent())
 	}
 }

@@ -147,17 +147,8 @@ func TestE2EWebhookRestartAndRepeats(t *testing.T) {
 	if n != 2 {
 		t.Errorf("update %d delivered %d times, want 2 (the test needs the repeat)", three, n)
 	}
-	count := func(s string) int {
-		c := 0
-		for _, m := range e.tg.SentTo(owner.ID) {
-			if strings.HasPrefix(m.Current(), s) {
-				c++
-			}
-		}
-		return c
-	}
 	for _, s := range []string{"Paired", "one", "two", "three", "four"} {
-		if c := count(s); c != 1 {
+		if c := e.repliesTo(owner.ID, s); c != 1 {
 			t.Errorf("%d replies starting %q, want 1:%s", c, s, e.describeSent())
 		}
 	}
