@@ -134,7 +134,7 @@ func (e *env) waitReady(ctx context.Context, d *daemon, polls int) (time.Duratio
 		if pollAt.IsZero() && e.tg.Count("getUpdates") > polls {
 			// The fake stamps a call when it arrives: exact, unlike
 			// noticing it here up to one readyPoll later.
-			pollAt = e.tg.Calls("getUpdates")[polls].Time
+			pollAt = firstCall(e.tg.Calls("getUpdates"), polls).Time
 		}
 		if !statusAt.IsZero() && !pollAt.IsZero() {
 			return max(statusAt.Sub(d.started), pollAt.Sub(d.started)), nil
@@ -212,3 +212,14 @@ func (e *env) idle(ctx context.Context, d *daemon) (memory, time.Duration, error
 }
 
 func (e *env) dbPath() string { return config.DBPath(e.home) }
+
+// firstCall is the first of calls numbered n or later (the fake keeps only
+// the newest getUpdates calls; see newFake); calls must have one.
+func firstCall(calls []telegramtest.Call, n int) telegramtest.Call {
+	for _, c := range calls {
+		if c.N >= n {
+			return c
+		}
+	}
+	return calls[len(calls)-1]
+}

@@ -19,6 +19,9 @@ type chatState struct {
 	chat     Chat
 	nextID   int
 	messages map[int]*message
+	// users lists the ids of the users' messages still kept, oldest first,
+	// while Server.KeepUserMessages bounds them.
+	users []int
 }
 
 type message struct {
@@ -47,6 +50,21 @@ func (c *chatState) add(m *message) *message {
 	c.nextID++
 	m.id = c.nextID
 	c.messages[m.id] = m
+	return m
+}
+
+// addUser adds a user's message and forgets the oldest beyond keep (0:
+// keep all).
+func (c *chatState) addUser(m *message, keep int) *message {
+	c.add(m)
+	if keep <= 0 {
+		return m
+	}
+	c.users = append(c.users, m.id)
+	for len(c.users) > keep {
+		delete(c.messages, c.users[0])
+		c.users = c.users[1:]
+	}
 	return m
 }
 

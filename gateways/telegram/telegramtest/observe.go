@@ -67,15 +67,18 @@ func (s *Server) Wait(ctx context.Context, cond func() bool) error {
 func (s *Server) Count(method string) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.calls[strings.ToLower(method)])
+	return s.counts[strings.ToLower(method)]
 }
 
 // Calls returns the requests made to a method (case-insensitive), oldest
-// first.
+// first: all of them, or as many as KeepCalls keeps.
 func (s *Server) Calls(method string) []Call {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	calls := s.calls[strings.ToLower(method)]
+	if n, ok := s.keepCalls[strings.ToLower(method)]; ok && len(calls) > n {
+		calls = calls[len(calls)-n:]
+	}
 	out := make([]Call, len(calls))
 	for i, c := range calls {
 		c.Params = params(c.Params).clone()
@@ -93,4 +96,28 @@ func (m Sent) Current() string {
 		}
 	}
 	return m.Plain
+}
+
+// KeepCalls bounds what Calls returns for a method (case-insensitive) to
+// its newest n requests, and what the server keeps to about twice that;
+// Count still counts every request. It is for load tests that make far more
+// requests than they look at, such as a flood of getUpdates calls, so that
+// the fake's memory does not grow with the test's length.
+func (s *Server) KeepCalls(method string, n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.keepCalls[strings.ToLower(method)] = max(n, 1)
+}
+
+// KeepUserMessages keeps at most n of the users' messages per chat, from
+// messages delivered from now on (n <= 0 keeps all, the default). An older
+// one is forgotten as if its sender had deleted it: a reply to it fails
+// with "message to be replied not found" unless
+// allow_sending_without_reply is set. The bot's own messages are always
+// kept. It is for load tests that push far more messages than anyone
+// answers.
+func (s *Server) KeepUserMessages(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.keepUser = max(n, 0)
 }

@@ -42,6 +42,7 @@ import (
 	"mime"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -90,6 +91,9 @@ type Server struct {
 	instantEmpty bool
 	faults       faketest.Faults[Fault]
 	calls        map[string][]Call
+	counts       map[string]int         // requests per method, kept or not
+	keepCalls    map[string]int         // method → how many of its calls are kept
+	keepUser     int                    // users' messages kept per chat; 0: all
 	files        map[string]*storedFile // file_id → content
 	downloads    int                    // requests to the file route
 	rate         chatRate
@@ -106,6 +110,8 @@ func New(token string) *Server {
 		sentIndex:    map[msgKey]int{},
 		callbacks:    map[string]bool{},
 		calls:        map[string][]Call{},
+		counts:       map[string]int{},
+		keepCalls:    map[string]int{},
 		files:        map[string]*storedFile{},
 		rate:         chatRate{next: map[int64]time.Time{}},
 		hook:         webhookState{retry: WebhookRetry{Min: defaultRetryMin, Max: defaultRetryMax}},
@@ -245,7 +251,12 @@ func splitPath(path string) (token, method string, ok bool) {
 func (s *Server) admit(key, method string, p params, tokenOK bool) (Fault, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.calls[key] = append(s.calls[key], Call{Method: method, Params: p.clone(), Time: time.Now()})
+	s.calls[key] = append(s.calls[key], Call{Method: method, Params: p.clone(), Time: time.Now(), N: s.counts[key]})
+	s.counts[key]++
+	if n, ok := s.keepCalls[key]; ok && len(s.calls[key]) > 2*n {
+		// Trimmed in steps, so that appending stays cheap.
+		s.calls[key] = slices.Clone(s.calls[key][len(s.calls[key])-n:])
+	}
 	s.notifyLocked()
 	if !tokenOK {
 		return Fault{}, false

@@ -175,6 +175,10 @@ type Call struct {
 	Params map[string]string
 	// Time is when the request arrived.
 	Time time.Time
+	// N numbers the method's requests from 0 in arrival order: the Count
+	// before this one. It still places a call when KeepCalls has dropped
+	// older ones.
+	N int
 }
 
 // Command is one entry of the bot's command list (setMyCommands).

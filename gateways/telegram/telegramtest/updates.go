@@ -41,8 +41,8 @@ func (s *Server) Deliver(in Incoming) Delivered {
 		u := *in.From // the caller may reuse its User
 		from = &u
 	}
-	m := c.add(&message{from: from, date: date.Unix(), text: in.Text, caption: in.Caption, replyTo: in.ReplyTo,
-		document: in.Document, photo: slices.Clone(in.Photo), voice: in.Voice, audio: in.Audio})
+	m := c.addUser(&message{from: from, date: date.Unix(), text: in.Text, caption: in.Caption, replyTo: in.ReplyTo,
+		document: in.Document, photo: slices.Clone(in.Photo), voice: in.Voice, audio: in.Audio}, s.keepUser)
 	m.entities = commandEntities(in.Text)
 	typ := "message"
 	if in.Chat.Type == "channel" {
