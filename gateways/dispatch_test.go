@@ -275,3 +275,62 @@ func TestEarlyTypingOutlivesIngestsContext(t *testing.T) {
 	}
 	f.hub.stopEarly()
 }
+
+// TestTypingDoesNotWaitForAnotherWriter: while another transaction holds
+// the store's write lock (a turn saving, the held count being stored),
+// Ingest waits to commit the owner's message, but its "typing…" is out
+// already.
+func TestTypingDoesNotWaitForAnotherWriter(t *testing.T) {
+	f := newHubFixture(t, false)
+	tg := &recordingTyper{memGateway: f.gw}
+	f.hub.gateways["telegram"] = tg
+	f.ingest(t, "1", private("100", "/pair "+f.mint(t)))
+	writing, release := make(chan struct{}), make(chan struct{})
+	writer := make(chan error, 1)
+	go func() {
+		writer <- f.db.Update(func(*store.Tx) error { close(writing); <-release; return nil })
+	}()
+	<-writing
+	ingested := make(chan error, 1)
+	go func() {
+		ingested <- f.hub.Ingest(context.Background(), "telegram", "2", []Message{private("100", "!uptime")})
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for len(tg.typed()) == 0 {
+		if time.Now().After(deadline) {
+			close(release)
+			t.Fatal("no typing while another writer holds the store")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	select {
+	case err := <-ingested:
+		t.Fatalf("Ingest returned (%v) while another writer held the store", err)
+	default:
+	}
+	close(release)
+	if err := <-writer; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-ingested; err != nil {
+		t.Fatal(err)
+	}
+	f.hub.stopEarly()
+	if got := tg.typed(); !slices.Equal(got, []string{"100"}) {
+		t.Fatalf("typing in %v, want once in the latched chat", got)
+	}
+}
+
+// TestTypingForTheChatABatchLatches: the read before the transaction does
+// not know the latch the batch's own /pair makes; the transaction asks for
+// "typing…" for the owner's work behind it, once.
+func TestTypingForTheChatABatchLatches(t *testing.T) {
+	f := newHubFixture(t, false)
+	tg := &recordingTyper{memGateway: f.gw}
+	f.hub.gateways["telegram"] = tg
+	f.ingest(t, "1", private("100", "/pair "+f.mint(t)), private("100", "!uptime"), private("100", "!id"))
+	f.hub.stopEarly()
+	if got := tg.typed(); !slices.Equal(got, []string{"100"}) {
+		t.Fatalf("typing in %v, want once in the chat the batch latched", got)
+	}
+}

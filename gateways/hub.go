@@ -161,10 +161,13 @@ func (h *Hub) Cursor(ctx context.Context, gateway string) (string, error) {
 // advances the cursor. If anything fails nothing is stored and the cursor
 // stays, so the gateway retries the batch: the guard fails closed.
 //
-// "typing…" for the owner's work goes out while the transaction commits
-// (typeEarly), not after it: it promises only that the message will be
-// handled, which holds either way — a batch that fails to commit is not
-// confirmed to the platform, which delivers it again.
+// "typing…" for the owner's work goes out before Ingest waits for anything
+// (typeEarly): not after the commit, nor after another writer's — a turn
+// saving, the held count being stored — which holds the store's one write
+// lock meanwhile. A read of the latch decides it; a chat this very batch
+// latches gets its "typing…" in the transaction. It promises only that the
+// message will be handled, which holds either way: a batch that fails to
+// commit is not confirmed to the platform, which delivers it again.
 //
 // While Run runs, a batch of nothing but strangers' messages (a flood, a
 // spam bot) is not committed: the guard drops them either way, so all
@@ -178,6 +181,8 @@ func (h *Hub) Cursor(ctx context.Context, gateway string) (string, error) {
 // Nothing of the owner's is held, so nothing of theirs is lost or run
 // twice.
 func (h *Hub) Ingest(ctx context.Context, gateway, cursor string, msgs []Message) error {
+	typed := h.ownersWork(gateway, msgs)
+	h.typeEarly(gateway, typed)
 	h.ingestMu.Lock()
 	defer h.ingestMu.Unlock()
 	if h.holding && h.onlyStrangers(gateway, msgs) {
@@ -236,7 +241,7 @@ func (h *Hub) Ingest(ctx context.Context, gateway, cursor string, msgs []Message
 				strangers++
 			}
 		}
-		h.typeEarly(gateway, working)
+		h.typeEarly(gateway, slices.DeleteFunc(working, func(c string) bool { return slices.Contains(typed, c) }))
 		if err := h.count(tx, gateway, strangers, failed, now); err != nil {
 			return err
 		}
@@ -253,6 +258,29 @@ func (h *Hub) Ingest(ctx context.Context, gateway, cursor string, msgs []Message
 		h.poke()
 	}
 	return nil
+}
+
+// ownersWork lists the chats where a message of the batch starts a job of
+// the owner's, as the latch stands now; none if the latch cannot be read.
+func (h *Hub) ownersWork(gateway string, msgs []Message) []string {
+	var chats []string
+	err := h.cfg.Store.View(func(tx *store.Tx) error {
+		l, err := tx.Latch(gateway)
+		if err != nil {
+			return err
+		}
+		for _, m := range msgs {
+			m.Gateway = gateway
+			if classify(l, m, h.cfg.AllowGroups[gateway]) == accept && queues(m) && !slices.Contains(chats, m.ChatID) {
+				chats = append(chats, m.ChatID)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil
+	}
+	return chats
 }
 
 // onlyStrangers reports whether the guard would drop every message of a
