@@ -181,11 +181,13 @@ func (h *Hub) Cursor(ctx context.Context, gateway string) (string, error) {
 // Nothing of the owner's is held, so nothing of theirs is lost or run
 // twice.
 func (h *Hub) Ingest(ctx context.Context, gateway, cursor string, msgs []Message) error {
-	typed := h.ownersWork(gateway, msgs)
+	typed, _ := h.preview(gateway, msgs)
 	h.typeEarly(gateway, typed)
 	h.ingestMu.Lock()
 	defer h.ingestMu.Unlock()
-	if h.holding && h.onlyStrangers(gateway, msgs) {
+	// Looked at again under the lock: a batch held now must be strangers'
+	// by the latch no other Ingest can change meanwhile.
+	if _, only := h.preview(gateway, msgs); h.holding && only {
 		h.heldMu.Lock()
 		b := h.held[gateway]
 		b.strangers += uint64(len(msgs))
@@ -222,9 +224,7 @@ func (h *Hub) Ingest(ctx context.Context, gateway, cursor string, msgs []Message
 					return err
 				}
 				stored++
-				if queues(m) && !slices.Contains(working, m.ChatID) {
-					working = append(working, m.ChatID)
-				}
+				working = addWorking(working, m)
 			case attempt:
 				nl, ok, err := h.redeem(tx, m, now)
 				if err != nil {
@@ -260,47 +260,42 @@ func (h *Hub) Ingest(ctx context.Context, gateway, cursor string, msgs []Message
 	return nil
 }
 
-// ownersWork lists the chats where a message of the batch starts a job of
-// the owner's, as the latch stands now; none if the latch cannot be read.
-func (h *Hub) ownersWork(gateway string, msgs []Message) []string {
-	var chats []string
+// preview applies the guard to a batch as the latch stands now, in a read
+// transaction: the chats where a message starts a job of the owner's, and
+// whether the guard would drop every message. A latch that cannot be read
+// gives neither: no "typing…", nothing held.
+func (h *Hub) preview(gateway string, msgs []Message) (working []string, strangersOnly bool) {
 	err := h.cfg.Store.View(func(tx *store.Tx) error {
 		l, err := tx.Latch(gateway)
 		if err != nil {
 			return err
 		}
+		strangersOnly = true
 		for _, m := range msgs {
 			m.Gateway = gateway
-			if classify(l, m, h.cfg.AllowGroups[gateway]) == accept && queues(m) && !slices.Contains(chats, m.ChatID) {
-				chats = append(chats, m.ChatID)
+			switch classify(l, m, h.cfg.AllowGroups[gateway]) {
+			case drop:
+			case accept:
+				strangersOnly = false
+				working = addWorking(working, m)
+			default:
+				strangersOnly = false
 			}
 		}
 		return nil
 	})
 	if err != nil {
-		return nil
+		return nil, false
 	}
-	return chats
+	return working, strangersOnly
 }
 
-// onlyStrangers reports whether the guard would drop every message of a
-// batch, as the latch stands now. A batch it cannot tell about is not.
-func (h *Hub) onlyStrangers(gateway string, msgs []Message) bool {
-	only := false
-	err := h.cfg.Store.View(func(tx *store.Tx) error {
-		l, err := tx.Latch(gateway)
-		if err != nil {
-			return err
-		}
-		for _, m := range msgs {
-			if classify(l, m, h.cfg.AllowGroups[gateway]) != drop {
-				return nil
-			}
-		}
-		only = true
-		return nil
-	})
-	return err == nil && only
+// addWorking adds m's chat to chats if m starts a job there.
+func addWorking(chats []string, m Message) []string {
+	if queues(m) && !slices.Contains(chats, m.ChatID) {
+		return append(chats, m.ChatID)
+	}
+	return chats
 }
 
 // storeHeld commits what Ingest held back: the strangers' counts and the
