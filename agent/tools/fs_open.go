@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"syscall"
 )
 
 // ErrTooLarge is returned by ReadAll for a file over the caller's limit.
@@ -16,7 +18,10 @@ func (w *Workspace) ReadAll(path string, max int64) (name string, data []byte, e
 	if err != nil {
 		return "", nil, err
 	}
-	f, err := w.root.Open(rel)
+	// O_NONBLOCK: a FIFO planted in the workspace (AGENTS.md, which every
+	// model call reads, or a file to send) would block a plain open until
+	// a writer came, past any cancellation. The Stat below refuses it.
+	f, err := w.root.OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return "", nil, fsError("open", rel, err)
 	}

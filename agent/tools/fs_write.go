@@ -41,9 +41,10 @@ const tempPrefix = ".latch-tmp-"
 // directory, which is then renamed over the target, so a reader sees the old
 // file or the new one, never half of either. A file that existed keeps its
 // permission bits (setuid, setgid and sticky are dropped); a new one gets
-// 0644. When Path is a symlink that stays inside the workspace the write goes
-// to the file it points to, as an editor's would; a symlink leading out of
-// the workspace, even a dangling one, is refused.
+// 0644 less the process's umask, as an editor's new file would. When Path
+// is a symlink that stays inside the workspace the write goes to the file
+// it points to, as an editor's would; a symlink leading out of the
+// workspace, even a dangling one, is refused.
 func (w *Workspace) WriteFile(ctx context.Context, a WriteArgs) (string, error) {
 	if err := ctx.Err(); err != nil {
 		return "", err
@@ -56,7 +57,7 @@ func (w *Workspace) WriteFile(ctx context.Context, a WriteArgs) (string, error) 
 	if err != nil {
 		return "", err
 	}
-	mode := fs.FileMode(0o644)
+	mode := 0o644 &^ umask()
 	if fi != nil {
 		if !fi.Mode().IsRegular() {
 			return "", fmt.Errorf("write %s: %s", name, notRegular(fi))

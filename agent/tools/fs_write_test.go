@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 )
 
@@ -241,5 +242,32 @@ func fsNoTempFiles(t *testing.T, fx *fsFixture) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestWriteFileNewFileHonoursUmask: a new file's mode is set by fchmod,
+// which ignores the umask, so the write must apply it itself: under umask
+// 077 a file the owner dictated (a .env, a key) is not world-readable. Not
+// parallel: the umask is the process's.
+func TestWriteFileNewFileHonoursUmask(t *testing.T) {
+	fx := newFSFixture(t)
+	for _, c := range []struct {
+		umask int
+		want  fs.FileMode
+	}{{0o077, 0o600}, {0o022, 0o644}, {0o027, 0o640}} {
+		old := syscall.Umask(c.umask)
+		name := fmt.Sprintf("new-%03o.env", c.umask)
+		_, err := fx.w.WriteFile(context.Background(), WriteArgs{Path: name, Content: "KEY=1\n"})
+		syscall.Umask(old)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fi, err := os.Stat(filepath.Join(fx.ws, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := fi.Mode().Perm(); got != c.want {
+			t.Errorf("umask %03o: new file is %v, want %v", c.umask, got, c.want)
+		}
 	}
 }
