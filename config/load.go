@@ -71,6 +71,7 @@ func (l Loader) load(home string, secrets *[]string) (*Config, error) {
 		errs = l.applyFile(cfg, fc)
 	}
 	errs = append(errs, l.applyEnv(cfg, secrets)...)
+	errs = append(errs, checkWorkspace(cfg)...)
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
@@ -191,12 +192,8 @@ func (l Loader) applyFile(cfg *Config, fc *fileConfig) []error {
 	a := fc.Agent
 	if a.Workspace != "" {
 		p, err := l.resolvePath(a.Workspace, cfg.Home)
-		switch {
-		case err != nil:
+		if err != nil {
 			bad("agent.workspace", "%v", err)
-		case p == cfg.Home:
-			// The file tools would reach config.toml, the key and the store.
-			bad("agent.workspace", "must not be the latch home directory itself; use a directory of its own")
 		}
 		cfg.Agent.Workspace = p
 	}

@@ -234,7 +234,25 @@ bash_timeout = "5m"
 		{
 			name:    "workspace is home",
 			config:  &file{content: "[agent]\nworkspace = \".\"\n", mode: 0o600},
-			wantErr: []string{"agent.workspace: must not be the latch home directory"},
+			wantErr: []string{"agent.workspace: must not be or contain the latch home directory"},
+		},
+		{
+			// The file tools would read config.toml, token and all.
+			name:    "workspace holds home",
+			config:  &file{content: "[agent]\nworkspace = \"..\"\n", mode: 0o600},
+			wantErr: []string{"agent.workspace: must not be or contain the latch home directory"},
+		},
+		{
+			name:    "token_file in the workspace",
+			config:  &file{content: "[telegram]\ntoken_file = \"~/src/bot\"\n[agent]\nworkspace = \"~/src\"\n", mode: 0o600},
+			files:   []file{{name: "$USER/src/bot", content: testToken, mode: 0o400}},
+			wantErr: []string{"telegram.token_file: $USER/src/bot is inside agent.workspace"},
+		},
+		{
+			name:    "api_key_file in the workspace",
+			config:  &file{content: "[agent]\nworkspace = \"~/src\"\nprovider = \"anthropic\"\nmodel = \"claude-test\"\napi_key_file = \"~/src/sub/key\"\n", mode: 0o600},
+			files:   []file{{name: "$USER/src/sub/key", content: "sk-test-0123456789", mode: 0o400}},
+			wantErr: []string{"agent.api_key_file: $USER/src/sub/key is inside agent.workspace"},
 		},
 		{
 			name:   "token_file in user home",
@@ -511,4 +529,18 @@ func TestLoadErrorsNeverContainToken(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestWorkspaceHoldingHomeThroughSymlink: a workspace that reaches the
+// latch home only through a symlink is refused like one that holds it.
+func TestWorkspaceHoldingHomeThroughSymlink(t *testing.T) {
+	h := newHome(t)
+	l := testLoader(t, nil)
+	userHome, _ := l.UserHomeDir()
+	if err := os.Symlink(filepath.Dir(h), filepath.Join(userHome, "link")); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(h, "config.toml"), "[agent]\nworkspace = \"~/link\"\n", 0o600)
+	_, err := l.Load(h)
+	checkErr(t, err, []string{"agent.workspace: must not be or contain the latch home directory"})
 }
