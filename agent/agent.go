@@ -391,7 +391,7 @@ func (a *Agent) callTool(ctx context.Context, key SessionKey, s *session, u prov
 	if slices.Contains(s.Running, u.ID) {
 		return result(noteInterrupted, true)
 	}
-	if reason, ok := a.permit(ctx, key, s, u.ID, call, ev); !ok {
+	if reason, ok := a.permit(ctx, key, s, u.ID, call, ApprovalDetail(u.Name, u.Input), ev); !ok {
 		ev.ToolFinished(call, ToolResult{Denied: true, Err: errors.New(reason)})
 		return result(reason, true)
 	}
@@ -417,7 +417,7 @@ func (a *Agent) callTool(ctx context.Context, key SessionKey, s *session, u prov
 
 // permit says whether the call may run; when it may not, reason is what the
 // model is told.
-func (a *Agent) permit(ctx context.Context, key SessionKey, s *session, useID string, call ToolCall, ev Events) (reason string, ok bool) {
+func (a *Agent) permit(ctx context.Context, key SessionKey, s *session, useID string, call ToolCall, detail string, ev Events) (reason string, ok bool) {
 	switch a.cfg.Policy.For(call.Name) {
 	case Allow:
 		return "", true
@@ -453,7 +453,7 @@ func (a *Agent) permit(ctx context.Context, key SessionKey, s *session, useID st
 		}
 	}()
 	if !again {
-		ev.Approval(Approval{ID: w.ID, Tool: call.Name, Summary: call.Summary})
+		ev.Approval(Approval{ID: w.ID, Tool: call.Name, Summary: call.Summary, Detail: detail})
 	}
 	timer := time.NewTimer(max(w.Expires.Sub(a.now()), 0))
 	defer timer.Stop()

@@ -26,7 +26,13 @@ var ErrNoApproval = errors.New("no such pending approval (it may have expired)")
 type Approval struct {
 	ID      string
 	Tool    string
-	Summary string
+	Summary string // one line, clipped: for a notice, not for the decision
+	// Detail is exactly what the call would do (see [ApprovalDetail]):
+	// every line of a command, invisible characters spelled out. An
+	// approval request shows it whole, or says how much it could not show
+	// ([ClipMiddle]); a summary clipped to one line could hide a second
+	// command after a newline or past its cut.
+	Detail string
 }
 
 type pending struct {

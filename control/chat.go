@@ -30,8 +30,9 @@ const (
 	// it failed or was not run, Denied whether the owner or the policy
 	// said no.
 	EventToolFinished = "tool_finished"
-	// EventApproval: a tool call waits for the owner (ID, Tool, Summary);
-	// answer it with ChatDecide.
+	// EventApproval: a tool call waits for the owner (ID, Tool, Summary,
+	// and Detail: exactly what would run, every line); answer it with
+	// ChatDecide.
 	EventApproval = "approval"
 	// EventFile: the agent handed over a workspace file (Name, Size and
 	// Path, where it is on disk). It stays where it is: nothing is copied.
@@ -51,6 +52,7 @@ type ChatEvent struct {
 	ID      string `json:"id,omitempty"`
 	Tool    string `json:"tool,omitempty"`
 	Summary string `json:"summary,omitempty"`
+	Detail  string `json:"detail,omitempty"`
 	Error   string `json:"error,omitempty"`
 	Denied  bool   `json:"denied,omitempty"`
 	Name    string `json:"name,omitempty"`

@@ -217,7 +217,7 @@ func (e *chatEvents) ToolFinished(call agent.ToolCall, r agent.ToolResult) {
 }
 
 func (e *chatEvents) Approval(a agent.Approval) {
-	e.send(control.ChatEvent{Type: control.EventApproval, ID: a.ID, Tool: a.Tool, Summary: a.Summary})
+	e.send(control.ChatEvent{Type: control.EventApproval, ID: a.ID, Tool: a.Tool, Summary: a.Summary, Detail: a.Detail})
 }
 
 // File reports the file rather than copying it: the terminal is on the

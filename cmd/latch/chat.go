@@ -326,7 +326,17 @@ func (u *chatUI) render(ctx context.Context) func(control.ChatEvent) error {
 // approve asks the owner about a tool call and passes the answer on. The
 // end of input denies.
 func (u *chatUI) approve(ctx context.Context, ev control.ChatEvent) error {
-	u.line("🔐 Allow %s? %s", ev.Tool, ev.Summary)
+	// The detail, not the one-line summary: a newline or the summary's
+	// cut could hide a second command. It comes with control characters
+	// spelled out, so it cannot redraw the terminal either.
+	detail := ev.Detail
+	if detail == "" {
+		detail = ev.Summary
+	}
+	u.line("🔐 Allow %s?", ev.Tool)
+	for _, l := range strings.Split(detail, "\n") {
+		u.line("   │ %s", l)
+	}
 	for {
 		u.write("   y(es) / n(o) / a(lways): ")
 		var line string

@@ -97,7 +97,7 @@ func TestChatStandaloneApproval(t *testing.T) {
 	}{
 		{name: "yes", stdin: "write a\ny\n", script: []anthropictest.Reply{writeA, anthropictest.Text("Done.")},
 			asks: 1, files: []string{"a.txt"},
-			wantOut: []string{"🔐 Allow write_file? a.txt", "y(es) / n(o) / a(lways): y\n", "⚙ write_file: a.txt", "Done.\n"}},
+			wantOut: []string{"🔐 Allow write_file?\n   │ a.txt (17 bytes)\n   │ made by the agent\n", "y(es) / n(o) / a(lways): y\n", "⚙ write_file: a.txt", "Done.\n"}},
 		{name: "no", stdin: "write a\nn\n", script: []anthropictest.Reply{writeA, anthropictest.Text("Left it.")},
 			asks: 1, noFiles: []string{"a.txt"},
 			wantOut: []string{"✗ write_file: denied: the owner declined this call", "Left it.\n"}},
@@ -205,7 +205,7 @@ func TestChatThroughDaemon(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("chat: exit %d, stderr %q, stdout %q", code, errOut, out)
 	}
-	for _, want := range []string{"🔐 Allow write_file? d.txt", "⚙ write_file: d.txt", "Written through the daemon.\n"} {
+	for _, want := range []string{"🔐 Allow write_file?\n   │ d.txt (14 bytes)\n   │ via the daemon\n", "⚙ write_file: d.txt", "Written through the daemon.\n"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("stdout lacks %q:\n%s", want, out)
 		}

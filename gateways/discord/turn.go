@@ -28,9 +28,9 @@ type turnTiming struct {
 var defaultTiming = turnTiming{typing: 8 * time.Second, idle: time.Minute}
 
 const (
-	// maxSummary bounds a tool's summary in an approval request, well
-	// inside one message; maxLineSummary on a tool line.
-	maxSummary     = 1500
+	// maxDetail bounds what an approval request shows of a call, well
+	// inside one message; maxLineSummary bounds a tool line's summary.
+	maxDetail      = 1500
 	maxLineSummary = 120
 	maxLineError   = 200
 )
@@ -106,8 +106,16 @@ func (d *delivery) EditLine(ctx context.Context, id, line string) error {
 // the id make a custom_id too long, the text commands stand in for them.
 func (d *delivery) Approval(ctx context.Context, a agent.Approval) error {
 	text := "🔐 Allow **" + escapeMarkdown(a.Tool) + "**?"
-	if a.Summary != "" {
-		text += "\n" + fence + "\n" + escapeFences(clipRunes(a.Summary, maxSummary)) + "\n" + fence
+	detail := a.Detail
+	if detail == "" {
+		detail = a.Summary
+	}
+	if detail != "" {
+		shown, left := agent.ClipMiddle(detail, maxDetail)
+		text += "\n" + fence + "\n" + escapeFences(shown) + "\n" + fence
+		if left > 0 {
+			text += fmt.Sprintf("\n⚠️ Too long to show whole: %d characters are left out above. Approving runs them too.", left)
+		}
 	}
 	m := newMessage(text)
 	if len(dataApprove+a.ID) > maxCustomID {

@@ -21,9 +21,10 @@ const (
 	maxNotice = 200
 	// maxApprovalTexts bounds the approval texts kept for AnswerCallback.
 	maxApprovalTexts = 64
-	// maxSummaryUnits bounds the tool summary in an approval request, well
-	// inside one message.
-	maxSummaryUnits = 3000
+	// maxDetailRunes bounds what an approval request shows of a call:
+	// 3,800 UTF-16 units even if every character took two, inside one
+	// message's 4,096 with the rest of the request.
+	maxDetailRunes = 1900
 )
 
 // Callback data of the approval buttons: "<decision>:<approval id>", the
@@ -75,8 +76,16 @@ func (g *Gateway) approvalText(k msgKey) (string, bool) {
 // long for a button, the text commands stand in for the buttons.
 func approvalMessage(chat int64, a agent.Approval) tgbotapi.MessageConfig {
 	text := "🔐 Allow " + tgmd.Escape(a.Tool) + "?"
-	if a.Summary != "" {
-		text += "\n<code>" + tgmd.Escape(clipUnits(a.Summary, maxSummaryUnits)) + "</code>"
+	detail := a.Detail
+	if detail == "" {
+		detail = a.Summary
+	}
+	if detail != "" {
+		shown, left := agent.ClipMiddle(detail, maxDetailRunes)
+		text += "\n<pre>" + tgmd.Escape(shown) + "</pre>"
+		if left > 0 {
+			text += "\n⚠️ " + tgmd.Escape(fmt.Sprintf("Too long to show whole: %d characters are left out above. Approving runs them too.", left))
+		}
 	}
 	cfg := tgbotapi.NewMessage(chat, "")
 	cfg.ParseMode = tgbotapi.ModeHTML
