@@ -45,7 +45,9 @@ type FetchOptions struct {
 	// Allow lists the ranges the owner deliberately opened, such as a
 	// service on the home LAN. Everything that is not the public internet
 	// (loopback, private, link-local, …) is refused unless listed here. A
-	// cloud metadata address is opened only by an entry naming exactly it.
+	// cloud metadata address, or an address of this machine other than
+	// loopback (a public one too), is opened only by an entry naming
+	// exactly it.
 	Allow     []netip.Prefix
 	MaxBytes  int64         // body bytes read, after decompression; 0 = DefaultFetchMaxBytes
 	Timeout   time.Duration // whole fetch, body and redirects included; 0 = DefaultFetchTimeout
@@ -74,7 +76,10 @@ type FetchArgs struct {
 // their router's admin page and, on a cloud machine, next to the metadata
 // service that hands out the machine's credentials. So every connection is
 // checked where it is made, in the dialer's Control hook, against the
-// address the socket is about to connect to (see addrGuard.checkSocket).
+// address the socket is about to connect to (see addrGuard.checkSocket),
+// and once more when it is made (addrGuard.checkConn). An address of the
+// machine itself is closed like loopback even when it is public: the kernel
+// delivers the connection locally, past any firewall.
 // Checking the URL's host before the request is not enough: DNS can answer
 // differently a moment later (rebinding) and a redirect can name any host.
 // The upfront check stays, for a clearer message. For the same reason the
@@ -98,8 +103,9 @@ type Fetcher struct {
 
 // fetchTestHooks are knobs that only tests set, before the first Fetch.
 type fetchTestHooks struct {
-	noSocketCheck  bool // shows what the upfront check alone lets through
-	noUpfrontCheck bool // shows the socket check holds on its own
+	noSocketCheck  bool // the Control hook's check; see the two below
+	noConnCheck    bool // with noSocketCheck: what the upfront check alone lets through
+	noUpfrontCheck bool // shows the socket checks hold on their own
 	// afterGuard runs in the Control hook once the guard let an address
 	// through; tests use it to make sure nothing leaves loopback.
 	afterGuard func(network, address string) error
@@ -141,7 +147,17 @@ func (f *Fetcher) Close() {
 
 func (f *Fetcher) dial(ctx context.Context, network, address string) (net.Conn, error) {
 	d := net.Dialer{Timeout: 10 * time.Second, Resolver: f.resolver, Control: f.control}
-	return d.DialContext(ctx, network, address)
+	conn, err := d.DialContext(ctx, network, address)
+	if err != nil || f.test.noConnCheck {
+		return conn, err
+	}
+	// Control sees only the address being connected to; whether the
+	// kernel delivered the connection locally shows in the finished one.
+	if err := f.guard.checkConn(conn); err != nil {
+		conn.Close()
+		return nil, err
+	}
+	return conn, nil
 }
 
 func (f *Fetcher) control(network, address string, c syscall.RawConn) error {

@@ -3,6 +3,7 @@ package tools
 import (
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
 	"slices"
 	"strings"
@@ -34,6 +35,9 @@ type addrClass struct {
 	// it: a cloud metadata service hands out the machine's credentials, so
 	// opening 169.254.0.0/16 for a link-local device must not open it too.
 	exact bool
+	// credentials marks a metadata service; its refusal gives no hint how
+	// to open it.
+	credentials bool
 }
 
 type classRange struct {
@@ -45,12 +49,28 @@ func closed(prefix, what string) classRange {
 	return classRange{prefix: netip.MustParsePrefix(prefix), class: addrClass{what: what}}
 }
 
+// metadata is a cloud service that hands out the machine's credentials.
+func metadata(addr, what string) classRange {
+	a := netip.MustParseAddr(addr)
+	return classRange{
+		prefix: netip.PrefixFrom(a, a.BitLen()),
+		class:  addrClass{what: what, exact: true, credentials: true},
+	}
+}
+
 // closedRanges are the destinations a fetch may not reach unless the owner
 // allows them: everything that is not the public internet. Order matters,
-// the first match wins (the metadata addresses sit inside wider ranges).
+// the first match wins: the credential services come first because each
+// sits inside a range an owner may well open (169.254.0.0/16 for a device
+// on the link, 100.64.0.0/10 for a Tailscale network, fd00::/8 for a ULA
+// LAN), and opening that range must not open them.
 var closedRanges = []classRange{
-	{netip.MustParsePrefix("169.254.169.254/32"), addrClass{what: "the cloud metadata service address", exact: true}},
-	{netip.MustParsePrefix("fd00:ec2::254/128"), addrClass{what: "the cloud metadata service address", exact: true}},
+	metadata("169.254.169.254", "the cloud metadata service address"),
+	metadata("fd00:ec2::254", "the cloud metadata service address"),
+	metadata("169.254.170.2", "the AWS ECS credentials endpoint"),
+	metadata("169.254.170.23", "the AWS EKS Pod Identity credentials endpoint"),
+	metadata("fd00:ec2::23", "the AWS EKS Pod Identity credentials endpoint"),
+	metadata("100.100.100.200", "the Alibaba Cloud metadata service address"),
 
 	// IPv4. Mapped IPv6 forms (::ffff:a.b.c.d) are unmapped before lookup.
 	closed("0.0.0.0/32", "an unspecified address"), // Linux connects it to the local host
@@ -129,13 +149,102 @@ func embeddedIPv4(a netip.Addr) (netip.Addr, bool) {
 	return netip.Addr{}, false
 }
 
+// ownClass reports whether a is an address of this machine that only an
+// exact Allow entry opens. local is what machineAddrs returned. The kernel
+// delivers a connection to any of the machine's addresses locally, public
+// ones included, so it reaches services listening on 0.0.0.0 or :: that a
+// firewall keeps from the network. A range the owner opened for the LAN
+// (or 0.0.0.0/0) does not open the machine itself. Loopback addresses are
+// left to classify: they are closed already, and an Allow entry for them
+// is the owner opening the machine on purpose.
+func ownClass(a netip.Addr, local []netip.Prefix) (addrClass, bool) {
+	a = a.WithZone("").Unmap()
+	targets := []netip.Addr{a}
+	if inner, ok := embeddedIPv4(a); ok {
+		targets = append(targets, inner)
+	}
+	for i, t := range targets {
+		if t.IsLoopback() {
+			continue
+		}
+		for _, p := range local {
+			if !p.Contains(t) {
+				continue
+			}
+			c := addrClass{what: "an address of this machine", exact: true}
+			if i > 0 {
+				c.inner = t
+			}
+			return c, true
+		}
+	}
+	return addrClass{}, false
+}
+
+// machineAddrs lists the addresses a connection to which never leaves this
+// machine: every interface address, and for a loopback interface its whole
+// prefix, since Linux delivers all of it locally (127.0.0.2 answers
+// although lo only holds 127.0.0.1/8). It is read afresh for each check:
+// an address can be added at any moment, and reading it costs a few small
+// netlink dumps.
+func machineAddrs() ([]netip.Prefix, error) {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return nil, err
+	}
+	ifaces, err := net.Interfaces()
+	if err != nil {
+		return nil, err
+	}
+	var out []netip.Prefix
+	add := func(list []net.Addr, wholePrefix bool) {
+		for _, addr := range list {
+			var ip net.IP
+			bits := -1
+			switch v := addr.(type) {
+			case *net.IPNet:
+				ip = v.IP
+				if wholePrefix {
+					bits, _ = v.Mask.Size()
+				}
+			case *net.IPAddr:
+				ip = v.IP
+			}
+			a, ok := netip.AddrFromSlice(ip)
+			if !ok {
+				continue
+			}
+			a = a.Unmap()
+			if bits < 0 || bits > a.BitLen() {
+				bits = a.BitLen()
+			}
+			out = append(out, netip.PrefixFrom(a, bits).Masked())
+		}
+	}
+	add(addrs, false)
+	for _, ifi := range ifaces {
+		if ifi.Flags&net.FlagLoopback == 0 {
+			continue
+		}
+		lo, err := ifi.Addrs()
+		if err != nil {
+			return nil, err
+		}
+		add(lo, true)
+	}
+	return out, nil
+}
+
 // addrGuard decides which destination addresses a fetch may connect to.
 type addrGuard struct {
 	allow []netip.Prefix
+	// local returns this machine's addresses; machineAddrs, unless a test
+	// gives its own list.
+	local func() ([]netip.Prefix, error)
 }
 
 func newAddrGuard(allow []netip.Prefix) addrGuard {
-	g := addrGuard{allow: make([]netip.Prefix, 0, len(allow))}
+	g := addrGuard{allow: make([]netip.Prefix, 0, len(allow)), local: machineAddrs}
 	for _, p := range allow {
 		if p.IsValid() {
 			g.allow = append(g.allow, p.Masked())
@@ -145,14 +254,28 @@ func newAddrGuard(allow []netip.Prefix) addrGuard {
 }
 
 // check returns nil if a may be connected to, and otherwise a refusal that
-// names a and why it is closed, and how to open it.
+// names a and why it is closed, and how to open it. When the machine's
+// addresses cannot be read, a is refused: it might be one of them.
 func (g addrGuard) check(a netip.Addr) error {
-	a = a.WithZone("")
-	c, closed := classify(a)
-	if !closed || g.allows(a, c) {
-		return nil
+	local, err := g.local()
+	if err != nil {
+		return refusef("cannot read this machine's addresses to tell whether %s is one (%s)", a.WithZone(""), oneLine(err.Error()))
 	}
-	return &refusedError{detail: describeClosed(a, c)}
+	return g.decide(a, local)
+}
+
+// decide is check with the machine's addresses given. A range the owner
+// opened is checked first, so an address both private and the machine's
+// keeps the refusal it always had, whose hint opens it for both reasons.
+func (g addrGuard) decide(a netip.Addr, local []netip.Prefix) error {
+	a = a.WithZone("")
+	if c, closed := classify(a); closed && !g.allows(a, c) {
+		return &refusedError{detail: describeClosed(a, c)}
+	}
+	if c, own := ownClass(a, local); own && !g.allows(a, c) {
+		return &refusedError{detail: describeClosed(a, c)}
+	}
+	return nil
 }
 
 func (g addrGuard) allows(a netip.Addr, c addrClass) bool {
@@ -182,7 +305,7 @@ func describeClosed(a netip.Addr, c addrClass) string {
 		target = c.inner
 		s = fmt.Sprintf("%s leads to %s, %s", a, c.inner, c.what)
 	}
-	if c.exact {
+	if c.credentials {
 		return s + ", which hands out the machine's credentials"
 	}
 	return fmt.Sprintf(`%s (allow it with [agent.fetch] allow = ["%s"])`,
@@ -200,6 +323,34 @@ func (g addrGuard) checkSocket(network, address string, _ syscall.RawConn) error
 		return refusef("cannot check the address %q of a %s connection", address, network)
 	}
 	return g.check(ap.Addr())
+}
+
+// checkConn runs once the connection is made, behind checkSocket, for a
+// destination the machine delivers locally although checkSocket did not
+// find it among the machine's addresses: one added in between, or an IPv4
+// range routed to lo without being assigned (AnyIP, `ip route add local
+// …`). Linux gives such a connection its destination as its source address
+// too, so a connection whose two ends share an address never left the
+// machine, and is decided as one to it. An IPv6 AnyIP range gets another
+// source address and is not caught (SECURITY.md, out of scope).
+func (g addrGuard) checkConn(c net.Conn) error {
+	local, lok := tcpAddr(c.LocalAddr())
+	remote, rok := tcpAddr(c.RemoteAddr())
+	if !lok || !rok {
+		return refusef("cannot check the addresses of a connection to %s", c.RemoteAddr())
+	}
+	if local != remote {
+		return nil
+	}
+	return g.decide(remote, []netip.Prefix{netip.PrefixFrom(remote, remote.BitLen())})
+}
+
+func tcpAddr(a net.Addr) (netip.Addr, bool) {
+	ta, ok := a.(*net.TCPAddr)
+	if !ok {
+		return netip.Addr{}, false
+	}
+	return ta.AddrPort().Addr().WithZone("").Unmap(), true
 }
 
 // credentialWords mark a header that carries a credential: Authorization,

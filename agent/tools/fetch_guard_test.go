@@ -76,7 +76,8 @@ func TestClassify(t *testing.T) {
 		// CGNAT.
 		{"100.64.0.1", "carrier-grade NAT"},
 		{"100.127.255.255", "carrier-grade NAT"},
-		{"100.100.100.200", "carrier-grade NAT"}, // Alibaba Cloud metadata
+		{"100.100.100.199", "carrier-grade NAT"},
+		{"100.100.100.201", "carrier-grade NAT"},
 		{"::ffff:100.64.0.1", "carrier-grade NAT"},
 		// Link-local and cloud metadata.
 		{"169.254.0.1", "link-local"},
@@ -89,6 +90,14 @@ func TestClassify(t *testing.T) {
 		{"64:ff9b::a9fe:a9fe", "metadata"},
 		{"2002:a9fe:a9fe::", "metadata"},
 		{"fd00:ec2::254", "metadata"},
+		{"169.254.170.2", "ECS credentials"},
+		{"169.254.170.23", "EKS Pod Identity"},
+		{"fd00:ec2::23", "EKS Pod Identity"},
+		{"100.100.100.200", "Alibaba Cloud metadata"},
+		{"::ffff:100.100.100.200", "Alibaba Cloud metadata"},
+		{"64:ff9b::a9fe:aa02", "ECS credentials"}, // NAT64 of 169.254.170.2
+		{"169.254.170.3", "link-local"},
+		{"fd00:ec2::22", "unique local"},
 		{"192.0.0.192", "reserved"}, // Oracle Cloud metadata
 		// Unspecified, multicast, broadcast, reserved.
 		{"0.0.0.0", "unspecified"},
@@ -151,6 +160,24 @@ func TestAddrGuardAllow(t *testing.T) {
 		{[]string{"169.254.169.254/32"}, "::ffff:169.254.169.254", true},
 		{[]string{"fd00::/8"}, "fd00:ec2::254", false},
 		{[]string{"fd00:ec2::254/128"}, "fd00:ec2::254", true},
+		// So does every other credential service inside a range an owner
+		// may open for a device or a VPN.
+		{[]string{"169.254.0.0/16"}, "169.254.170.2", false},
+		{[]string{"169.254.170.0/24"}, "169.254.170.2", false},
+		{[]string{"169.254.170.2/32"}, "169.254.170.2", true},
+		{[]string{"169.254.0.0/16"}, "169.254.170.23", false},
+		{[]string{"169.254.170.23/32"}, "169.254.170.23", true},
+		{[]string{"169.254.0.0/16"}, "64:ff9b::a9fe:aa17", false}, // NAT64 of 169.254.170.23
+		{[]string{"fd00::/8"}, "fd00:ec2::23", false},
+		{[]string{"fc00::/7"}, "fd00:ec2::23", false},
+		{[]string{"fd00:ec2::23/128"}, "fd00:ec2::23", true},
+		{[]string{"100.64.0.0/10"}, "100.100.100.200", false},
+		{[]string{"100.64.0.0/10"}, "::ffff:100.100.100.200", false},
+		{[]string{"100.100.100.200/32"}, "100.100.100.200", true},
+		// The rest of those ranges opens as before.
+		{[]string{"169.254.0.0/16"}, "169.254.170.3", true},
+		{[]string{"100.64.0.0/10"}, "100.100.100.100", true},
+		{[]string{"fd00::/8"}, "fd00:ec2::22", true},
 		// Public addresses need no entry.
 		{nil, "8.8.8.8", true},
 		{nil, "2606:4700::1", true},
@@ -160,7 +187,7 @@ func TestAddrGuardAllow(t *testing.T) {
 		for _, p := range tt.allow {
 			allow = append(allow, netip.MustParsePrefix(p))
 		}
-		err := newAddrGuard(allow).check(netip.MustParseAddr(tt.addr))
+		err := testGuard(allow).check(netip.MustParseAddr(tt.addr))
 		if got := err == nil; got != tt.open {
 			t.Errorf("allow %v, check(%s) = %v; want open=%v", tt.allow, tt.addr, err, tt.open)
 		}
@@ -172,13 +199,15 @@ func TestAddrGuardAllow(t *testing.T) {
 
 func TestAddrGuardMessage(t *testing.T) {
 	t.Parallel()
-	g := newAddrGuard(nil)
+	g := testGuard(nil)
 	tests := []struct{ addr, want string }{
 		{"10.0.0.1", `fetch refused: 10.0.0.1 is a private address (allow it with [agent.fetch] allow = ["10.0.0.1/32"])`},
 		{"::ffff:127.0.0.1", `fetch refused: ::ffff:127.0.0.1 is a loopback address (allow it with [agent.fetch] allow = ["127.0.0.1/32"])`},
 		{"64:ff9b::a00:1", `fetch refused: 64:ff9b::a00:1 leads to 10.0.0.1, a private address (allow it with [agent.fetch] allow = ["10.0.0.1/32"])`},
 		{"fe80::1", `fetch refused: fe80::1 is a link-local address (allow it with [agent.fetch] allow = ["fe80::1/128"])`},
 		{"169.254.169.254", `fetch refused: 169.254.169.254 is the cloud metadata service address, which hands out the machine's credentials`},
+		{"169.254.170.2", `fetch refused: 169.254.170.2 is the AWS ECS credentials endpoint, which hands out the machine's credentials`},
+		{"100.100.100.200", `fetch refused: 100.100.100.200 is the Alibaba Cloud metadata service address, which hands out the machine's credentials`},
 	}
 	for _, tt := range tests {
 		err := g.check(netip.MustParseAddr(tt.addr))
@@ -192,7 +221,7 @@ func TestAddrGuardMessage(t *testing.T) {
 // before connect(2); no socket is involved, so nothing can leave the host.
 func TestCheckSocket(t *testing.T) {
 	t.Parallel()
-	g := newAddrGuard([]netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")})
+	g := testGuard([]netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")})
 	tests := []struct {
 		network, address string
 		open             bool
@@ -209,6 +238,8 @@ func TestCheckSocket(t *testing.T) {
 		{"tcp6", "[::ffff:10.0.0.1]:80", false},
 		{"tcp6", "[fe80::1%eth0]:80", false},
 		{"tcp6", "[fd00:ec2::254]:80", false},
+		{"tcp4", "169.254.170.2:80", false},
+		{"tcp4", "100.100.100.200:80", false},
 		{"tcp6", "[64:ff9b::a9fe:a9fe]:80", false},
 		{"tcp", "not-an-address", false},
 		{"tcp", "example.com:80", false},
@@ -271,8 +302,8 @@ func TestScrub(t *testing.T) {
 // answers a public address when the upfront check looks it up and
 // 127.0.0.1 when the dialer looks it up a moment later. A fetcher with only
 // the upfront check connects to the loopback server (second case, the
-// Control hook switched off through the test knob); the real fetcher is
-// stopped in the dialer, before connect(2).
+// checks at the socket switched off through the test knobs); the real
+// fetcher is stopped in the dialer, before connect(2).
 func TestFetchDNSRebinding(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -302,6 +333,7 @@ func TestFetchDNSRebinding(t *testing.T) {
 			})
 			f := newTestFetcher(t, FetchOptions{}, dns)
 			f.test.noSocketCheck = tt.noSocketCheck
+			f.test.noConnCheck = tt.noSocketCheck
 
 			out, err := f.Fetch(t.Context(), FetchArgs{URL: "http://rebind.test:" + srv.port + "/"})
 			if n := aQueries.Load(); n < 2 {
