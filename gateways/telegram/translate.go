@@ -25,6 +25,28 @@ const (
 	maxMIMEBytes    = 128  // an attachment's MIME type (dropped if longer)
 )
 
+// Telegram's placeholder senders. A message sent on behalf of a chat (by an
+// anonymous group administrator, by someone posting in a group as a
+// channel, or forwarded by Telegram from a channel into its discussion
+// group) names one of these in from, for clients that predate sender_chat.
+// Each stands for everyone who posts that way, so none of them is a person
+// the chat lock could tell apart.
+const (
+	channelBotID        = 136817688  // @Channel_Bot: posted as a channel
+	groupAnonymousBotID = 1087968824 // @GroupAnonymousBot: anonymous admins
+	serviceUserID       = 777000     // Telegram: automatic forwards
+)
+
+// placeholderSender reports whether a user id is one of Telegram's
+// placeholder senders.
+func placeholderSender(id int64) bool {
+	switch id {
+	case channelBotID, groupAnonymousBotID, serviceUserID:
+		return true
+	}
+	return false
+}
+
 // batch is one getUpdates answer, translated.
 type batch struct {
 	msgs  []gateways.Message
@@ -114,6 +136,13 @@ func (g *Gateway) message(u tgbotapi.Update) (gateways.Message, bool) {
 		// Without a sender it cannot be attributed to a user.
 		log.Debug("skipping a message without a sender")
 		return gateways.Message{}, false
+	case m.SenderChat != nil || placeholderSender(m.From.ID):
+		// Sent on behalf of a chat: from is a placeholder shared by
+		// everyone who posts that way, so the message is no one's. Were
+		// it taken for its placeholder, it could pair the gateway to all
+		// of them, or pass as an owner who once paired that way.
+		log.Debug("skipping a message sent on behalf of a chat")
+		return gateways.Message{}, false
 	case utf16Len(text) > maxInboundUnits:
 		log.Warn("skipping an oversized message", "utf16_units", utf16Len(text))
 		return gateways.Message{}, false
@@ -141,6 +170,11 @@ func (g *Gateway) callback(u tgbotapi.Update) (gateways.Message, bool) {
 	switch {
 	case q.ID == "" || len(q.ID) > maxIDBytes || q.From == nil:
 		log.Debug("skipping a callback query without id or sender")
+		return gateways.Message{}, false
+	case placeholderSender(q.From.ID):
+		// A press names the person who pressed; a placeholder there is no
+		// one in particular (see message).
+		log.Debug("skipping a callback query from a placeholder sender")
 		return gateways.Message{}, false
 	case q.Message == nil || q.Message.Chat == nil:
 		// Inline-mode messages and messages too old to be delivered carry

@@ -25,20 +25,24 @@ type chatState struct {
 }
 
 type message struct {
-	id       int
-	fromBot  bool
-	from     *User
-	date     int64
-	editDate int64
-	text     string
-	caption  string
-	entities []Entity
-	replyTo  int
-	keyboard [][]Button
-	document *Document
-	photo    []PhotoSize
-	voice    *Voice
-	audio    *Audio
+	id      int
+	fromBot bool
+	from    *User
+	// senderChat is the chat a user's message was sent on behalf of (see
+	// Incoming.SenderChat); from then holds Telegram's placeholder.
+	senderChat  *Chat
+	autoForward bool
+	date        int64
+	editDate    int64
+	text        string
+	caption     string
+	entities    []Entity
+	replyTo     int
+	keyboard    [][]Button
+	document    *Document
+	photo       []PhotoSize
+	voice       *Voice
+	audio       *Audio
 }
 
 type msgKey struct {
@@ -88,26 +92,28 @@ func (s *Server) AddChat(chat Chat) {
 }
 
 type wireMessage struct {
-	MessageID      int          `json:"message_id"`
-	From           *User        `json:"from,omitempty"`
-	SenderChat     *Chat        `json:"sender_chat,omitempty"`
-	Chat           Chat         `json:"chat"`
-	Date           int64        `json:"date"`
-	EditDate       int64        `json:"edit_date,omitempty"`
-	ReplyToMessage *wireMessage `json:"reply_to_message,omitempty"`
-	Text           string       `json:"text,omitempty"`
-	Entities       []Entity     `json:"entities,omitempty"`
-	Caption        string       `json:"caption,omitempty"`
-	Document       *Document    `json:"document,omitempty"`
-	Photo          []PhotoSize  `json:"photo,omitempty"`
-	Voice          *Voice       `json:"voice,omitempty"`
-	Audio          *Audio       `json:"audio,omitempty"`
-	ReplyMarkup    *markup      `json:"reply_markup,omitempty"`
+	MessageID          int          `json:"message_id"`
+	From               *User        `json:"from,omitempty"`
+	SenderChat         *Chat        `json:"sender_chat,omitempty"`
+	Chat               Chat         `json:"chat"`
+	IsAutomaticForward bool         `json:"is_automatic_forward,omitempty"`
+	Date               int64        `json:"date"`
+	EditDate           int64        `json:"edit_date,omitempty"`
+	ReplyToMessage     *wireMessage `json:"reply_to_message,omitempty"`
+	Text               string       `json:"text,omitempty"`
+	Entities           []Entity     `json:"entities,omitempty"`
+	Caption            string       `json:"caption,omitempty"`
+	Document           *Document    `json:"document,omitempty"`
+	Photo              []PhotoSize  `json:"photo,omitempty"`
+	Voice              *Voice       `json:"voice,omitempty"`
+	Audio              *Audio       `json:"audio,omitempty"`
+	ReplyMarkup        *markup      `json:"reply_markup,omitempty"`
 }
 
 func (s *Server) wireLocked(c *chatState, m *message, withReply bool) *wireMessage {
 	w := &wireMessage{
-		MessageID: m.id, From: m.from, Chat: c.chat, Date: m.date, EditDate: m.editDate,
+		MessageID: m.id, From: m.from, SenderChat: m.senderChat, Chat: c.chat,
+		IsAutomaticForward: m.autoForward, Date: m.date, EditDate: m.editDate,
 		Text: m.text, Entities: m.entities, Caption: m.caption,
 		Document: m.document, Photo: m.photo, Voice: m.voice, Audio: m.audio,
 	}
@@ -117,10 +123,6 @@ func (s *Server) wireLocked(c *chatState, m *message, withReply bool) *wireMessa
 	if m.fromBot {
 		bot := s.bot
 		w.From = &bot
-	}
-	if m.from == nil && !m.fromBot {
-		chat := c.chat
-		w.SenderChat = &chat
 	}
 	if r := c.messages[m.replyTo]; withReply && r != nil {
 		w.ReplyToMessage = s.wireLocked(c, r, false)

@@ -25,6 +25,28 @@ type Chat struct {
 	LastName  string `json:"last_name,omitempty"`
 }
 
+// Telegram's placeholder senders. For a message sent on behalf of a chat,
+// the Bot API puts one of these in from (outside channels, for clients that
+// predate sender_chat) and the real sender in sender_chat.
+
+// GroupAnonymousBot is the from of an anonymous group administrator's
+// message.
+func GroupAnonymousBot() User {
+	return User{ID: 1087968824, IsBot: true, FirstName: "Group", Username: "GroupAnonymousBot"}
+}
+
+// ChannelBot is the from of a message someone posts in a group as a
+// channel.
+func ChannelBot() User {
+	return User{ID: 136817688, IsBot: true, FirstName: "Channel", Username: "Channel_Bot"}
+}
+
+// ServiceUser is Telegram's own account, the from of a channel post
+// forwarded automatically into the channel's discussion group.
+func ServiceUser() User {
+	return User{ID: 777000, FirstName: "Telegram"}
+}
+
 // Private returns the private chat between the bot and u. As on Telegram,
 // its id equals the user's id.
 func Private(u User) Chat {
@@ -222,13 +244,24 @@ type Delivered struct {
 	MessageID int
 }
 
-// Incoming describes an inbound message for Deliver. From may be nil only for
-// channel posts.
+// Incoming describes an inbound message for Deliver.
 type Incoming struct {
-	Chat    Chat
-	From    *User
-	Text    string
-	Caption string
+	Chat Chat
+	// From is the person who sent the message. Nil (with no SenderChat)
+	// means the message was sent on behalf of Chat itself: a post in a
+	// channel, or in a group a message from an anonymous administrator.
+	From *User
+	// SenderChat is the chat the message was sent on behalf of: a channel
+	// someone posts as in a group, or the linked channel of an automatic
+	// forward. As on Telegram, the update then carries it in sender_chat
+	// and, outside channels, a placeholder user in from instead of From
+	// (GroupAnonymousBot, ChannelBot or ServiceUser).
+	SenderChat *Chat
+	// AutomaticForward marks a post Telegram forwarded from the linked
+	// channel SenderChat into its discussion group Chat.
+	AutomaticForward bool
+	Text             string
+	Caption          string
 	// ReplyTo is the id of a message in the same chat this one answers.
 	ReplyTo int
 	// Attachments; build them with DocumentOf, PhotoSizeOf, VoiceOf and

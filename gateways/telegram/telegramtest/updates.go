@@ -36,12 +36,9 @@ func (s *Server) Deliver(in Incoming) Delivered {
 	if date.IsZero() {
 		date = time.Now()
 	}
-	var from *User
-	if in.From != nil {
-		u := *in.From // the caller may reuse its User
-		from = &u
-	}
-	m := c.addUser(&message{from: from, date: date.Unix(), text: in.Text, caption: in.Caption, replyTo: in.ReplyTo,
+	from, sender := sentBy(in)
+	m := c.addUser(&message{from: from, senderChat: sender, autoForward: in.AutomaticForward,
+		date: date.Unix(), text: in.Text, caption: in.Caption, replyTo: in.ReplyTo,
 		document: in.Document, photo: slices.Clone(in.Photo), voice: in.Voice, audio: in.Audio}, s.keepUser)
 	m.entities = commandEntities(in.Text)
 	typ := "message"
@@ -50,6 +47,36 @@ func (s *Server) Deliver(in Incoming) Delivered {
 	}
 	id := s.enqueueLocked(typ, map[string]any{typ: s.wireLocked(c, m, true)})
 	return Delivered{UpdateID: id, MessageID: m.id}
+}
+
+// sentBy is what an update says about who sent in: from and sender_chat.
+// Copies are returned, as the caller may reuse its values.
+func sentBy(in Incoming) (from *User, sender *Chat) {
+	switch {
+	case in.SenderChat != nil:
+		c := *in.SenderChat
+		sender = &c
+	case in.From == nil:
+		c := in.Chat
+		sender = &c
+	default:
+		u := *in.From
+		return &u, nil
+	}
+	// On behalf of a chat: the placeholder Telegram puts in from, except in
+	// channels, where from is left out.
+	var u User
+	switch {
+	case in.Chat.Type == "channel":
+		return nil, sender
+	case in.AutomaticForward:
+		u = ServiceUser()
+	case sender.ID == in.Chat.ID:
+		u = GroupAnonymousBot()
+	default:
+		u = ChannelBot()
+	}
+	return &u, sender
 }
 
 // SendText pushes a text message from a user in a chat and returns its
