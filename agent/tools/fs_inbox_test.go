@@ -58,3 +58,34 @@ func TestSaveInbox(t *testing.T) {
 		t.Errorf("inbox holds %d files; the partial one must be removed", len(entries))
 	}
 }
+
+// TestSaveInboxRefusesSymlinkedInbox: the inbox is reached through the
+// workspace root, so an inbox/ that is a symlink out of the workspace
+// (relative or absolute) is refused and nothing lands outside.
+func TestSaveInboxRefusesSymlinkedInbox(t *testing.T) {
+	for _, absolute := range []bool{false, true} {
+		base := t.TempDir()
+		ws, out := filepath.Join(base, "ws"), filepath.Join(base, "out")
+		os.MkdirAll(ws, 0o700)
+		os.MkdirAll(out, 0o700)
+		target := "../out"
+		if absolute {
+			target = out
+		}
+		if err := os.Symlink(target, filepath.Join(ws, InboxDir)); err != nil {
+			t.Fatal(err)
+		}
+		w, err := OpenWorkspace(ws)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rel, err := w.SaveInbox("photo.jpg", func(wr io.Writer) error { _, err := io.WriteString(wr, "data"); return err })
+		w.Close()
+		if err == nil {
+			t.Errorf("symlink %q: saved as %s", target, rel)
+		}
+		if entries, _ := os.ReadDir(out); len(entries) != 0 {
+			t.Errorf("symlink %q: %d files landed outside the workspace", target, len(entries))
+		}
+	}
+}
