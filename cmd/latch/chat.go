@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+	"unicode"
 
 	"github.com/spf13/cobra"
 
@@ -386,15 +387,37 @@ func (u *chatUI) write(s string) {
 	if s == "" {
 		return
 	}
-	fmt.Fprint(u.out, s)
+	fmt.Fprint(u.out, termSafe(s))
 	u.midLine = !strings.HasSuffix(s, "\n")
 }
 
 // line prints a line of its own.
 func (u *chatUI) line(format string, args ...any) {
 	u.endLine()
-	fmt.Fprintf(u.out, format+"\n", args...)
+	fmt.Fprint(u.out, termSafe(fmt.Sprintf(format, args...))+"\n")
 }
+
+// termSafe spells out the control characters of s other than newline and
+// tab. What the daemon sends comes from the model, which a web page or a
+// file can steer; raw, an escape sequence in it could move the cursor,
+// rewrite what the terminal shows (an approval prompt among it) or set
+// the window title.
+func termSafe(s string) string {
+	if !strings.ContainsFunc(s, isTermControl) {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		if isTermControl(r) {
+			fmt.Fprintf(&b, `\u{%04X}`, r)
+		} else {
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+func isTermControl(r rune) bool { return unicode.IsControl(r) && r != '\n' && r != '\t' }
 
 func (u *chatUI) endLine() {
 	if dirty := u.dirty.Swap(false); u.midLine || dirty {

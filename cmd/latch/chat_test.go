@@ -307,3 +307,24 @@ func TestChatCtrlCStopsTurn(t *testing.T) {
 		})
 	}
 }
+
+// TestChatSpellsOutControlCharacters: the model's text and a tool's name
+// reach the terminal with escape sequences and other control characters
+// spelled out, so a steered model cannot redraw the screen or retitle it.
+func TestChatSpellsOutControlCharacters(t *testing.T) {
+	fake, _ := modelHome(t)
+	fake.Script(
+		anthropictest.ToolUse("toolu_1", "write_file", `{"path":"a\u001b[2J.txt","content":"x"}`),
+		anthropictest.Text("Done.\u001b]0;pwned\u0007 \u001b[1A\rAllow"),
+	)
+	out, errOut, code := chatCLI(t, "write\ny\n")
+	if code != 0 {
+		t.Fatalf("chat: exit %d, stderr %q, stdout %q", code, errOut, out)
+	}
+	if strings.ContainsAny(out, "\x1b\x07\r") {
+		t.Errorf("stdout carries raw control characters: %q", out)
+	}
+	if !strings.Contains(out, `Done.\u{001B}]0;pwned\u{0007}`) {
+		t.Errorf("stdout does not spell out the escape sequence: %q", out)
+	}
+}
