@@ -26,8 +26,8 @@ func TestMain(m *testing.M) {
 	if os.Getenv(childEnv) == "1" {
 		os.Exit(runChild())
 	}
-	if os.Getenv(mintClientEnv) == "1" {
-		os.Exit(runMintClient())
+	if op := os.Getenv(operatorClientEnv); op != "" {
+		os.Exit(runOperatorClient(op))
 	}
 	os.Exit(m.Run())
 }

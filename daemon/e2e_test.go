@@ -89,6 +89,34 @@ func TestE2EFailuresAreUniform(t *testing.T) {
 	}
 }
 
+// TestE2EUnpairAfterMintWarning: every mint is announced in the latched
+// chat with "if that was not you, run `latch unpair`". The owner who does
+// so must not thereby free the gateway for whoever minted the code: the
+// unpair cancels it, status no longer shows it, and a stranger sending it
+// gets the same failure as for any wrong code. Shown to fail with Unpair
+// keeping the pending code (the stranger got "Paired").
+func TestE2EUnpairAfterMintWarning(t *testing.T) {
+	e := newEnv(t)
+	e.start()
+	e.pair()
+	rogue := e.mint()
+	e.waitReply(owner.ID, "If that was not you, run `latch unpair telegram`")
+	if err := e.client().Unpair(context.Background(), "telegram"); err != nil {
+		t.Fatalf("the owner's unpair: %v", err)
+	}
+	e.waitReply(owner.ID, "This chat was unpaired")
+	if st := e.status(); st.Latch != nil || st.Pending != nil {
+		t.Errorf("status after unpair: latch %+v, pending %+v; want neither", st.Latch, st.Pending)
+	}
+	e.say(stranger, "/pair "+rogue)
+	if r := e.waitReply(stranger.ID, "").Current(); !strings.HasPrefix(r, "That code is not valid") {
+		t.Errorf("the minter's /pair after the unpair got %q, want the failure reply", r)
+	}
+	if st := e.status(); st.Latch != nil {
+		t.Fatalf("the minter latched the gateway: %+v", st.Latch)
+	}
+}
+
 func TestE2ERestartKeepsLatchAndDoesNotReplay(t *testing.T) {
 	e := newEnv(t)
 	r := e.start()

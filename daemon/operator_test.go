@@ -5,33 +5,78 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/latchd/latch/config"
 	"github.com/latchd/latch/control"
+	"github.com/latchd/latch/gateways/telegram/telegramtest"
 )
 
-// mintClientEnv makes the test binary act as `latch pair telegram`: a
-// control client that mints a code and prints what happened.
-const mintClientEnv = "LATCH_TEST_MINT_CLIENT"
+// operatorClientEnv makes the test binary act as `latch pair telegram`
+// (value "mint") or `latch unpair telegram` (value "unpair"): a control
+// client that makes the request and prints what happened.
+const operatorClientEnv = "LATCH_TEST_OPERATOR_CLIENT"
 
-func runMintClient() int {
+func runOperatorClient(op string) int {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	c := control.NewClient(config.SocketPath(os.Getenv(config.EnvHome)))
-	res, err := c.Mint(ctx, control.MintRequest{Gateway: "telegram"})
+	var err error
+	var done string
+	switch op {
+	case "mint":
+		var res control.MintResult
+		res, err = c.Mint(ctx, control.MintRequest{Gateway: "telegram"})
+		done = "MINTED " + res.Code
+	case "unpair":
+		err = c.Unpair(ctx, "telegram")
+		done = "UNPAIRED"
+	default:
+		err = fmt.Errorf("unknown operation %q", op)
+	}
 	switch {
 	case errors.Is(err, control.ErrRefused):
 		fmt.Println("REFUSED:", err)
 	case err != nil:
 		fmt.Println("ERROR:", err)
 	default:
-		fmt.Println("MINTED", res.Code)
+		fmt.Println(done)
 	}
 	return 0
+}
+
+// fromInsideARun has the latched owner's chat run the operator client for
+// op: as a `!` command, or (forked) from a setsid double fork that outlives
+// that command. It returns the command's whole reply. The shell prints a
+// label first and the reply is awaited with its exit line, because the
+// fake matches among everything the chat has been sent so far: waiting for
+// any finished command would find an earlier one.
+func fromInsideARun(e *env, op string, forked bool) string {
+	e.t.Helper()
+	client := fmt.Sprintf("%s=%s %s=%s %s", operatorClientEnv, op, config.EnvHome, e.home, os.Args[0])
+	label := "direct-" + op
+	cmd := client
+	if forked {
+		label = "forked-" + op
+		out := filepath.Join(e.home, op+".out")
+		cmd = fmt.Sprintf("(setsid sh -c '%s > %s.tmp 2>&1; mv %s.tmp %s' &); "+
+			"for i in $(seq 200); do [ -e %s ] && break; sleep 0.1; done; cat %s", client, out, out, out, out, out)
+	}
+	e.say(owner, fmt.Sprintf("!echo %s; %s", label, cmd))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	m, err := e.tg.WaitSent(ctx, func(m telegramtest.Sent) bool {
+		return m.ChatID == owner.ID && strings.Contains(m.Current(), label) && strings.Contains(m.Current(), "exit ")
+	})
+	if err != nil {
+		e.t.Fatalf("no finished reply labelled %q: %v\nsent: %s\nlogs:\n%s", label, err, e.describeSent(), e.logs.String())
+	}
+	return m.Current()
 }
 
 // TestE2ENoMintFromInsideARun: a command from the chat (or an agent tool)
@@ -42,18 +87,9 @@ func TestE2ENoMintFromInsideARun(t *testing.T) {
 	e := newEnv(t)
 	e.start()
 	e.pair()
-	client := fmt.Sprintf("%s=1 %s=%s %s", mintClientEnv, config.EnvHome, e.home, os.Args[0])
-	e.say(owner, "!"+client)
-	direct := e.waitReply(owner.ID, "REFUSED")
-	out := e.home + "/escaped.out"
-	e.say(owner, fmt.Sprintf("!(setsid sh -c '%s > %s.tmp 2>&1; mv %s.tmp %s' &); for i in $(seq 200); do [ -e %s ] && break; sleep 0.1; done; cat %s", client, out, out, out, out, out))
-	forked := e.waitReply(owner.ID, "exit")
-	if !strings.Contains(forked.Current(), "REFUSED") {
-		t.Errorf("double-forked client: %q", forked.Current())
-	}
-	for _, m := range []string{direct.Current(), forked.Current()} {
-		if strings.Contains(m, "MINTED") {
-			t.Fatalf("a command from the chat minted a code: %q", m)
+	for _, forked := range []bool{false, true} {
+		if m := fromInsideARun(e, "mint", forked); !strings.Contains(m, "REFUSED") || strings.Contains(m, "MINTED") {
+			t.Fatalf("a command from the chat (forked: %v) got %q, want REFUSED", forked, m)
 		}
 	}
 	// The owner's own shell (here: the test process) still can, and the
@@ -62,6 +98,43 @@ func TestE2ENoMintFromInsideARun(t *testing.T) {
 	e.waitReply(owner.ID, "pairing code for this bot was minted")
 	if st := e.status(); st.Latch == nil {
 		t.Fatal("latch lost")
+	}
+}
+
+// TestE2ENoUnpairFromInsideARun: unpairing is refused to the daemon's
+// descendants like minting. A command from the chat that could unpair
+// would let a prompt-injected model cut the owner off, and, while a code
+// is pending, leave the gateway to whoever holds that code. Shown to fail
+// with the operator check removed from Daemon.Unpair.
+func TestE2ENoUnpairFromInsideARun(t *testing.T) {
+	e := newEnv(t)
+	e.start()
+	e.pair()
+	// A pending code, so the test also sees a refused unpair leave it be.
+	e.mint()
+	e.waitReply(owner.ID, "pairing code for this bot was minted")
+	for _, forked := range []bool{false, true} {
+		if m := fromInsideARun(e, "unpair", forked); !strings.Contains(m, "REFUSED") || strings.Contains(m, "UNPAIRED") {
+			t.Fatalf("a command from the chat (forked: %v) got %q, want REFUSED", forked, m)
+		}
+	}
+	st := e.status()
+	if st.Latch == nil || st.Latch.ChatID != strconv.FormatInt(owner.ID, 10) {
+		t.Fatalf("latch after the chat's unpair attempts = %+v, want the owner's", st.Latch)
+	}
+	if st.Pending == nil {
+		t.Error("the chat's refused unpair removed the pending code")
+	}
+	if n := e.repliesTo(owner.ID, "This chat was unpaired"); n != 0 {
+		t.Errorf("the owner was told of %d unpairings that were refused", n)
+	}
+	// The owner's own shell (here: the test process) still can.
+	if err := e.client().Unpair(t.Context(), "telegram"); err != nil {
+		t.Fatalf("the owner's unpair: %v", err)
+	}
+	e.waitReply(owner.ID, "This chat was unpaired")
+	if st := e.status(); st.Latch != nil {
+		t.Errorf("still latched after the owner's unpair: %+v", st.Latch)
 	}
 }
 

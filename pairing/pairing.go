@@ -163,8 +163,15 @@ func (p *Pairer) fail(tx *store.Tx, pending *store.Pending, chat Chat, now time.
 	return ErrInvalidCode
 }
 
-// Unpair removes the gateway's latch (a pending code stays), returning the
-// latch that was removed (nil if there was none).
+// Unpair removes the gateway's latch and, in the same transaction, its
+// pending code. It returns the latch it removed, or nil when there was
+// none, and then it changes nothing, so a caller that reports "not paired"
+// reports all that happened.
+//
+// The code goes with the latch because every mint is announced in the
+// latched chat with the advice to unpair if the owner did not mint it: a
+// code that outlived the latch would make following that advice free the
+// gateway for whoever minted the code.
 func (p *Pairer) Unpair(tx *store.Tx, gateway string) (*store.Latch, error) {
 	l, err := tx.Latch(gateway)
 	if err != nil {
@@ -173,10 +180,20 @@ func (p *Pairer) Unpair(tx *store.Tx, gateway string) (*store.Latch, error) {
 	if l == nil {
 		return nil, nil
 	}
+	pending, err := tx.Pending(gateway)
+	if err != nil {
+		return nil, fmt.Errorf("unpair: %w", err)
+	}
 	if err := tx.DeleteLatch(gateway); err != nil {
 		return nil, fmt.Errorf("unpair: %w", err)
 	}
 	ev := store.Event{Time: p.Now().UTC(), Gateway: gateway, Kind: EventUnpaired, ChatID: l.ChatID}
+	if pending != nil {
+		if err := tx.DeletePending(gateway); err != nil {
+			return nil, fmt.Errorf("unpair: %w", err)
+		}
+		ev.Detail = "pending code cancelled"
+	}
 	if err := tx.Audit(ev); err != nil {
 		return nil, fmt.Errorf("unpair: %w", err)
 	}

@@ -2,6 +2,7 @@ package pairing
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"errors"
 	"os"
 	"path/filepath"
@@ -72,6 +73,24 @@ func (f *fixture) latched(t *testing.T, gw string) *store.Latch {
 	var l *store.Latch
 	f.db.View(func(tx *store.Tx) (err error) { l, err = tx.Latch(gw); return err })
 	return l
+}
+
+func (f *fixture) pending(t *testing.T, gw string) *store.Pending {
+	t.Helper()
+	var p *store.Pending
+	if err := f.db.View(func(tx *store.Tx) (err error) { p, err = tx.Pending(gw); return err }); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func (f *fixture) unpair(t *testing.T, gw string) *store.Latch {
+	t.Helper()
+	var old *store.Latch
+	if err := f.db.Update(func(tx *store.Tx) (err error) { old, err = f.p.Unpair(tx, gw); return err }); err != nil {
+		t.Fatal(err)
+	}
+	return old
 }
 
 func TestCodeShape(t *testing.T) {
@@ -215,6 +234,64 @@ func TestOnlyHashAtRest(t *testing.T) {
 	}
 }
 
+// TestHashIsKeyed: the digest at rest is an HMAC under the key in
+// $LATCH_HOME/secret, which is kept apart from the database. An unkeyed
+// hash would pass TestOnlyHashAtRest, yet anyone with a copy of latch.db
+// could try all 31^8 codes offline in minutes on one GPU, well within a
+// code's lifetime, and redeem it. Shown to fail with sha256.New() in place
+// of the HMAC, and with an HMAC under a fixed key instead of the pairer's.
+func TestHashIsKeyed(t *testing.T) {
+	f := newFixture(t)
+	const gw = "telegram"
+	code := f.mint(t, gw)
+	stored := f.pending(t, gw).Hash
+	if len(stored) != sha256.Size {
+		t.Fatalf("stored digest is %d bytes, want %d (HMAC-SHA256)", len(stored), sha256.Size)
+	}
+	unkeyed := map[string]string{
+		"sha256(code)":                               code,
+		"sha256(formatted code)":                     Format(code),
+		"sha256(gateway||code)":                      gw + code,
+		"sha256(gateway||0||code)":                   gw + "\x00" + code,
+		"sha256(code||gateway)":                      code + gw,
+		"sha256(latch-pair-v1||0||gateway||0||code)": "latch-pair-v1\x00" + gw + "\x00" + code,
+	}
+	for name, in := range unkeyed {
+		if sum := sha256.Sum256([]byte(in)); bytes.Equal(stored, sum[:]) {
+			t.Errorf("stored digest = %s: no key is needed to test a guess", name)
+		}
+	}
+
+	// A pairer under another key hashes the same code differently and
+	// cannot redeem the stored one: the digest depends on the key.
+	other, err := New(bytes.Repeat([]byte{9}, KeyLen))
+	if err != nil {
+		t.Fatal(err)
+	}
+	other.Now = f.p.Now
+	if bytes.Equal(f.p.hash(gw, code), other.hash(gw, code)) {
+		t.Error("two keys give the same digest for the same code")
+	}
+	var otherErr error
+	err = f.db.Update(func(tx *store.Tx) error {
+		_, otherErr = other.Redeem(tx, gw, code, Chat{ID: "666", Type: "private", UserID: "666"})
+		if IsInvalid(otherErr) {
+			return nil
+		}
+		return otherErr
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if otherErr != ErrInvalidCode {
+		t.Fatalf("a pairer under another key redeemed the code: err = %v", otherErr)
+	}
+	// The code itself is still good under the key it was minted with.
+	if err := f.redeem(t, gw, code, "100"); err != nil {
+		t.Fatalf("redeem under the minting key = %v", err)
+	}
+}
+
 func TestMintTTLBounds(t *testing.T) {
 	f := newFixture(t)
 	for _, ttl := range []time.Duration{time.Second, 2 * time.Hour} {
@@ -231,13 +308,57 @@ func TestMintTTLBounds(t *testing.T) {
 func TestUnpair(t *testing.T) {
 	f := newFixture(t)
 	f.redeem(t, "telegram", f.mint(t, "telegram"), "100")
-	var old *store.Latch
-	f.db.Update(func(tx *store.Tx) (err error) { old, err = f.p.Unpair(tx, "telegram"); return err })
+	old := f.unpair(t, "telegram")
 	if old == nil || old.ChatID != "100" {
 		t.Fatalf("unpair returned %+v", old)
 	}
 	if l := f.latched(t, "telegram"); l != nil {
 		t.Fatalf("still latched: %+v", l)
+	}
+}
+
+// TestUnpairCancelsThePendingCode: every mint is announced in the latched
+// chat with "if that was not you, run `latch unpair`". Following that
+// advice must not leave the announced code alive, or it hands the gateway
+// to whoever minted it. Shown to fail with Unpair keeping the pending code.
+func TestUnpairCancelsThePendingCode(t *testing.T) {
+	f := newFixture(t)
+	if err := f.redeem(t, "telegram", f.mint(t, "telegram"), "100"); err != nil {
+		t.Fatalf("owner's redeem = %v", err)
+	}
+	rogue := f.mint(t, "telegram")
+	if old := f.unpair(t, "telegram"); old == nil || old.ChatID != "100" {
+		t.Fatalf("unpair returned %+v, want the owner's latch", old)
+	}
+	if p := f.pending(t, "telegram"); p != nil {
+		t.Errorf("pending code left after unpair: %+v", p)
+	}
+	if err := f.redeem(t, "telegram", rogue, "666"); err != ErrInvalidCode {
+		t.Fatalf("code minted before the unpair redeemed after it: err = %v", err)
+	}
+	if l := f.latched(t, "telegram"); l != nil {
+		t.Fatalf("the minter latched the gateway: %+v", l)
+	}
+	var events []store.Event
+	f.db.View(func(tx *store.Tx) (err error) { events, err = tx.AuditEvents(1); return err })
+	if len(events) != 1 || events[0].Kind != EventUnpaired || events[0].Detail != "pending code cancelled" {
+		t.Errorf("last audit event = %+v, want %q saying the code was cancelled", events, EventUnpaired)
+	}
+}
+
+// TestUnpairWithoutLatchChangesNothing: the caller reports "was not paired"
+// when Unpair returns no latch, so it must not have changed anything either.
+func TestUnpairWithoutLatchChangesNothing(t *testing.T) {
+	f := newFixture(t)
+	code := f.mint(t, "telegram")
+	if old := f.unpair(t, "telegram"); old != nil {
+		t.Fatalf("unpair of an unpaired gateway returned %+v", old)
+	}
+	if p := f.pending(t, "telegram"); p == nil {
+		t.Fatal("unpair of an unpaired gateway removed its pending code")
+	}
+	if err := f.redeem(t, "telegram", code, "100"); err != nil {
+		t.Fatalf("redeem after a no-op unpair = %v", err)
 	}
 }
 

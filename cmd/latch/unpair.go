@@ -15,7 +15,7 @@ import (
 func newUnpairCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "unpair <gateway>",
-		Short: "Remove a gateway's latch; the old chat is told, best effort",
+		Short: "Remove a gateway's latch, and with it any pending code; the old chat is told, best effort",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg, err := loadConfig()
