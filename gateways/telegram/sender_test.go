@@ -360,3 +360,27 @@ func mustJSON(t *testing.T, v any) string {
 	}
 	return string(b)
 }
+
+// TestDecodeDropsCommandsForAnotherBot: in a group, "/stop@other_bot" is
+// another bot's command; it must not stop latch's work, nor a stranger's
+// "/pair@other_bot x" count against the pending code.
+func TestDecodeDropsCommandsForAnotherBot(t *testing.T) {
+	g := New(Config{Token: testToken}, slog.New(slog.DiscardHandler))
+	g.info.BotName = "latch_home_bot"
+	for text, ok := range map[string]bool{
+		"/status@latch_home_bot":   true,
+		"/STOP@Latch_Home_Bot":     true,
+		"/stop":                    true,
+		"!ls @other_bot":           true,
+		"hello @other_bot":         true,
+		"/stop@other_bot":          false,
+		"/pair@other_bot ABCD2345": false,
+		" /new@other_bot\nmore":    false,
+	} {
+		b, _ := json.Marshal(map[string]any{"update_id": 10, "message": map[string]any{
+			"message_id": 5, "date": 1, "chat": opsGroup, "from": alice, "text": text}})
+		if u := g.decode(b); u.ok != ok {
+			t.Errorf("%q: taken = %v, want %v", text, u.ok, ok)
+		}
+	}
+}

@@ -146,6 +146,12 @@ func (g *Gateway) message(u tgbotapi.Update) (gateways.Message, bool) {
 	case utf16Len(text) > maxInboundUnits:
 		log.Warn("skipping an oversized message", "utf16_units", utf16Len(text))
 		return gateways.Message{}, false
+	case strings.HasPrefix(strings.TrimSpace(text), "/") && forAnotherBot(text, g.botName()):
+		// "/stop@other_bot" in a group is another bot's command. Taken for
+		// latch's, it would stop latch's work, or a stranger's
+		// "/pair@other_bot x" would count against the pending code.
+		log.Debug("skipping a command addressed to another bot")
+		return gateways.Message{}, false
 	}
 	return gateways.Message{
 		Gateway:  gatewayName,
@@ -301,4 +307,24 @@ func utf16Len(s string) int {
 		n += utf16.RuneLen(r)
 	}
 	return n
+}
+
+// forAnotherBot reports whether text is a slash command addressed to a bot
+// other than bot ("/cmd@name ..."). With bot unknown (before the gateway
+// has started) nothing is.
+func forAnotherBot(text, bot string) bool {
+	words := strings.Fields(text)
+	if bot == "" || len(words) == 0 || !strings.HasPrefix(words[0], "/") {
+		return false
+	}
+	cmd := words[0]
+	_, to, ok := strings.Cut(cmd, "@")
+	return ok && !strings.EqualFold(to, bot)
+}
+
+// botName is the bot's username, known once the gateway has started.
+func (g *Gateway) botName() string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.info.BotName
 }
