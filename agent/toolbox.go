@@ -52,7 +52,7 @@ var toolDefs = []provider.Tool{
 		Schema: schema(`"pattern":{"type":"string"}`)},
 	{Name: ToolGrep, Description: "Search file contents with an RE2 regular expression. Returns path:line:text.",
 		Schema: schema(`"pattern":{"type":"string"},"path":{"type":"string","description":"file or directory, default ."},"glob":{"type":"string","description":"only files matching this glob"}`, "pattern")},
-	{Name: ToolBash, Description: "Run a shell command with bash -c in the workspace. It is killed with its whole process group after the timeout; background processes do not outlive it. Output is capped (the tail is kept).",
+	{Name: ToolBash, Description: "Run a shell command with bash -c in the workspace. After the timeout it is killed with every process it started, also ones that left its process group or session; background processes do not outlive it. Output is capped (the tail is kept).",
 		Schema: schema(`"command":{"type":"string"}`, "command")},
 	{Name: ToolFetch, Description: "HTTP GET or POST a URL on the public internet and return the status, headers and text body. Private and local addresses are refused.",
 		Schema: schema(`"url":{"type":"string"},"method":{"type":"string","enum":["GET","POST"]},"body":{"type":"string"},"content_type":{"type":"string"},"headers":{"type":"object","additionalProperties":{"type":"string"}}`, "url")},

@@ -264,8 +264,8 @@ func (d *Daemon) buildGateways() []gateways.Gateway {
 	return gws
 }
 
-// shell is the command-mode runner: bash in the workspace, in its own
-// process group, bounded in time and output.
+// shell is the command-mode runner: bash in the workspace, in a session of
+// its own, bounded in time and output.
 func (d *Daemon) shell(ctx context.Context, command string) string {
 	res, err := tools.RunBash(ctx, tools.BashOptions{
 		Dir: d.Config.Agent.Workspace, Timeout: d.Config.Agent.BashTimeout, Reaper: d.reaper,

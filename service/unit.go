@@ -122,7 +122,7 @@ RestartSec=5s
 RestartPreventExitStatus=78
 WatchdogSec=30
 # On stop, SIGTERM goes to latch alone (KillMode=mixed): latch stops the
-# commands it started, each in a process group of its own, in its own order.
+# commands it started, each in a session of its own, in its own order.
 # Whatever is left in the service's cgroup gets SIGKILL once latch exits, or
 # after TimeoutStopSec (latch's `, d.Grace, ` grace plus 10s). The default,
 # control-group, would SIGTERM those commands at the same moment as latch

@@ -19,9 +19,9 @@ import (
 const DefaultMaxOutput = 64 << 10
 
 // waitDelay bounds how long RunBash waits for the output pipes to close once
-// the command has exited or been killed. By then every process of the group
-// is dead, so only a process that left the group (setsid, set -m, a daemon)
-// can still hold them; it must not be able to hang the call.
+// the command has exited or been killed. By then every process killTree
+// could trace to the command is dead, so only one that escaped it (see
+// RunBash) can still hold them; it must not be able to hang the call.
 const waitDelay = 2 * time.Second
 
 // errTimeout is the cancellation cause of BashOptions.Timeout, which tells a
@@ -33,7 +33,7 @@ type BashOptions struct {
 	Dir       string        // working directory (the workspace); "" = the daemon's
 	Timeout   time.Duration // 0 = no timeout beyond ctx
 	MaxOutput int           // bytes of combined output kept; 0 = DefaultMaxOutput; the tail is kept
-	Env       []string      // nil = SafeEnv(); used as given otherwise
+	Env       []string      // nil = SafeEnv(); used as given otherwise; LATCH_JOB is added to either
 	// Reaper, when the daemon is a subreaper, keeps its orphan reaping away
 	// from this command's own exit status.
 	Reaper *Reaper
@@ -56,15 +56,26 @@ type BashResult struct {
 }
 
 // RunBash runs command with `bash -c` (`sh -c` when there is no bash) in
-// opts.Dir, stdin from /dev/null, in a process group of its own.
+// opts.Dir, stdin from /dev/null, as the leader of a session and process
+// group of its own, with a random LATCH_JOB tag in its environment.
 //
-// No process of that group outlives the call: on timeout or when ctx is done
-// the whole group gets SIGKILL, and when the shell exits on its own whatever
-// it left running in the background gets SIGKILL too. A command's background
-// children do not outlive it: a chat command or a tool call is one unit that
-// /stop can end, not a way to leave daemons behind. A process that leaves the
-// group on purpose (setsid, set -m) escapes this; containing it would take a
-// cgroup.
+// No process of the command outlives the call: on timeout or when ctx is
+// done, and when the shell exits on its own but left something running in
+// the background, every process of the command gets SIGKILL. A chat command
+// or a tool call is one unit that /stop can end, not a way to leave daemons
+// behind. That covers the shell's descendants and those that left its
+// process group or session (set -m, GNU timeout's setpgid, setsid, a double
+// fork): they are found by their session, by the tag and, when latch is a
+// subreaper, as orphans it adopted (killTree has the rules).
+//
+// What can escape: a process that leaves the session and drops the tag
+// before the kill finds it, when latch is not a subreaper (with one, such an
+// orphan is killed too, though when another command that started before it
+// is still running, only at the end of the last such command); a process
+// handed to another service manager (systemd-run, at); and everything left
+// when latch itself is SIGKILLed, which cannot clean up (under systemd,
+// KillMode=mixed kills what is left in the service's cgroup). Containing
+// those would take a cgroup per command.
 //
 // The error is non-nil only when the command could not be started (no shell,
 // bad directory) or waited for; a non-zero exit is reported in the result.
@@ -82,9 +93,9 @@ func RunBash(ctx context.Context, opts BashOptions, command string) (BashResult,
 	defer cancel()
 
 	out := newTailBuffer(opts.MaxOutput)
-	cmd, group := newCommand(runCtx, shell, command, opts, out)
+	cmd, j := newCommand(runCtx, shell, command, opts, out)
 	start := time.Now()
-	release, err := startTracked(cmd, opts.Reaper)
+	release, err := j.start()
 	defer release()
 	if err != nil {
 		if ctx.Err() != nil { // exec.Start checks ctx too
@@ -92,7 +103,7 @@ func RunBash(ctx context.Context, opts BashOptions, command string) (BashResult,
 		}
 		return BashResult{}, fmt.Errorf("start %s: %w", shell, err)
 	}
-	waitErr := group.wait()
+	waitErr := j.wait()
 	if cmd.ProcessState == nil {
 		return BashResult{}, fmt.Errorf("wait for %s: %w", shell, waitErr)
 	}
@@ -105,7 +116,7 @@ func RunBash(ctx context.Context, opts BashOptions, command string) (BashResult,
 	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 		res.signal = ws.Signal()
 	}
-	if group.killedByCtx() {
+	if j.killedByCtx() {
 		res.TimedOut = errors.Is(context.Cause(runCtx), errTimeout)
 		res.Canceled = !res.TimedOut
 	}
@@ -113,33 +124,31 @@ func RunBash(ctx context.Context, opts BashOptions, command string) (BashResult,
 	return res, nil
 }
 
-// startTracked starts cmd, registered with reaper when there is one.
-func startTracked(cmd *exec.Cmd, reaper *Reaper) (release func(), err error) {
-	if reaper == nil {
-		return func() {}, cmd.Start()
-	}
-	return reaper.start(cmd)
-}
-
-// newCommand prepares the shell: its own process group, killed as a whole
-// when runCtx is done, both output streams into out.
-func newCommand(runCtx context.Context, shell, command string, opts BashOptions, out *tailBuffer) (*exec.Cmd, *procGroup) {
+// newCommand prepares the shell: its own session, tagged, killed with all
+// its processes when runCtx is done, both output streams into out.
+func newCommand(runCtx context.Context, shell, command string, opts BashOptions, out *tailBuffer) (*exec.Cmd, *job) {
 	cmd := exec.CommandContext(runCtx, shell, "-c", command)
 	cmd.Dir = opts.Dir
-	cmd.Env = opts.Env
-	if cmd.Env == nil {
-		cmd.Env = SafeEnv()
+	env := opts.Env
+	if env == nil {
+		env = SafeEnv()
 	}
+	tag := newJobTag()
+	cmd.Env = withJobTag(env, tag)
 	// Stdin stays nil: exec connects it to /dev/null, so a command that
 	// reads input gets EOF instead of waiting for a terminal that is not there.
 	// One writer for both streams makes exec use a single pipe, which keeps
 	// stdout and stderr in the order the command wrote them.
 	cmd.Stdout, cmd.Stderr = out, out
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// A session of its own, not just a process group: a process can move
+	// to another group of its session (set -m, GNU timeout) but never into
+	// another session, so the session keeps finding those. It also leaves
+	// the command without a controlling terminal, which it has no use for.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	cmd.WaitDelay = waitDelay
-	group := &procGroup{cmd: cmd}
-	cmd.Cancel = group.cancel
-	return cmd, group
+	j := &job{cmd: cmd, tag: tag, reaper: opts.Reaper}
+	cmd.Cancel = j.cancel
+	return cmd, j
 }
 
 // findShell prefers bash, which is what the model expects, over POSIX sh.
@@ -164,58 +173,93 @@ func withTimeout(ctx context.Context, d time.Duration) (context.Context, context
 	return context.WithTimeoutCause(ctx, d, errTimeout)
 }
 
-// procGroup is the process group of one command; its pgid is the pid of the
-// shell, the group leader. The group is only ever signalled while the leader
-// is unreaped (running or a zombie): until then the kernel cannot hand that
-// pid to another process, so -pgid cannot name someone else's group.
-type procGroup struct {
-	cmd *exec.Cmd
+// job is one running command. Its shell leads a session and a process
+// group whose ids are the shell's pid. The command's processes are only
+// ever killed while the shell is unreaped (running or a zombie): until then
+// the kernel cannot hand that pid to another process, so the session and
+// group ids cannot name someone else's.
+type job struct {
+	cmd    *exec.Cmd
+	tag    string  // LATCH_JOB=<random>, in the environment of its processes
+	reaper *Reaper // nil unless latch is a subreaper
 
 	mu      sync.Mutex
-	reaping bool // the leader is about to be reaped; the group is already dead
-	ctxKill bool // cancel sent SIGKILL because the run context was done
+	shell   procID // the started shell; see shellID
+	reaping bool   // the shell is about to be reaped; its processes are already dead
+	ctxKill bool   // cancel killed the command because the run context was done
+}
+
+// start starts the shell, registered with the reaper when there is one.
+func (j *job) start() (release func(), err error) {
+	release = func() {}
+	if j.reaper == nil {
+		err = j.cmd.Start()
+	} else {
+		release, err = j.reaper.start(j.cmd)
+	}
+	if err != nil {
+		return release, err
+	}
+	j.mu.Lock()
+	j.shellID()
+	j.mu.Unlock()
+	return release, nil
+}
+
+// shellID returns the shell as killTree names it, reading its start time
+// on first use: from start, or from cancel if the context ends first. The
+// shell is unreaped until wait, so its stat is there; were it not, the
+// start would stay 0 and killTree would look at older processes too.
+// j.mu must be held.
+func (j *job) shellID() procID {
+	if j.shell.pid == 0 {
+		pid := j.cmd.Process.Pid
+		p, _ := readProc(pid)
+		j.shell = procID{pid: pid, start: p.start}
+	}
+	return j.shell
 }
 
 // cancel is exec.Cmd.Cancel: it runs when the timeout passes or ctx is done.
-func (g *procGroup) cancel() error {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.reaping {
+func (j *job) cancel() error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.reaping {
 		return os.ErrProcessDone
 	}
-	if err := killGroup(g.cmd.Process.Pid); err != nil {
-		return err
-	}
-	g.ctxKill = true
+	killTree(j.shellID(), j.tag, j.reaper)
+	j.ctxKill = true
 	return nil
 }
 
-// killedByCtx reports whether the group was killed because of the context.
-func (g *procGroup) killedByCtx() bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.ctxKill
+// killedByCtx reports whether the command was killed because of the context.
+func (j *job) killedByCtx() bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.ctxKill
 }
 
-// wait waits for the shell to exit, kills what is left of its group while
-// the shell is still a zombie, and only then reaps it. Killing first also
-// closes the output pipes that background children held, so Wait returns
-// at once instead of after waitDelay.
-func (g *procGroup) wait() error {
-	pid := g.cmd.Process.Pid
-	if err := waitExited(pid); err != nil {
+// wait waits for the shell to exit, kills what is left of the command
+// while the shell is still a zombie, and only then reaps it. Killing first
+// also closes the output pipes that background children held, so Wait
+// returns at once instead of after waitDelay.
+func (j *job) wait() error {
+	j.mu.Lock()
+	shell := j.shellID()
+	j.mu.Unlock()
+	if err := waitExited(shell.pid); err != nil {
 		// Cannot watch without reaping (only if something else reaps our
 		// children); fall back to killing after Wait and accept the tiny
-		// window in which the pgid could be reused.
-		waitErr := g.cmd.Wait()
-		_ = killGroup(pid)
+		// window in which the shell's pid, the session id, could be reused.
+		waitErr := j.cmd.Wait()
+		killTree(shell, j.tag, j.reaper)
 		return waitErr
 	}
-	g.mu.Lock()
-	_ = killGroup(pid) // ESRCH cannot happen: the zombie leader is a member
-	g.reaping = true
-	g.mu.Unlock()
-	return g.cmd.Wait()
+	j.mu.Lock()
+	killTree(shell, j.tag, j.reaper)
+	j.reaping = true
+	j.mu.Unlock()
+	return j.cmd.Wait()
 }
 
 // waitExited blocks until process pid has exited but leaves it unreaped
@@ -230,7 +274,8 @@ func waitExited(pid int) error {
 	}
 }
 
-// killGroup sends SIGKILL to every process in group pgid.
+// killGroup sends SIGKILL to every process in group pgid. killTree falls
+// back to it when it cannot read /proc.
 func killGroup(pgid int) error {
 	// kill(-0) would hit latch's own group and kill(-1) every process we
 	// may signal; neither can be a group we started.

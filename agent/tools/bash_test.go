@@ -227,10 +227,12 @@ func TestRunBashBackgroundChildrenDie(t *testing.T) {
 	}
 }
 
-// TestRunBashEscapedChildDoesNotHang covers the one process RunBash cannot
-// kill: a child that left the process group (as a daemon does) while
-// holding the output pipe. WaitDelay must still end the call.
-func TestRunBashEscapedChildDoesNotHang(t *testing.T) {
+// TestRunBashEscapedChildIsKilled covers a program that daemonizes: it
+// leaves the shell's session while holding the output pipe, and the shell
+// exits without waiting for it. It must die with the command (it carries
+// the command's LATCH_JOB tag), and the call must not hang on the pipe.
+// Before the tree kill it kept running and only WaitDelay ended the call.
+func TestRunBashEscapedChildIsKilled(t *testing.T) {
 	t.Parallel()
 	exe, err := os.Executable()
 	if err != nil {
@@ -238,12 +240,12 @@ func TestRunBashEscapedChildDoesNotHang(t *testing.T) {
 	}
 	pidFile := filepath.Join(t.TempDir(), "helper.pid")
 	t.Cleanup(func() {
-		if pid, err := readPID(pidFile); err == nil {
+		if pid, err := readPID(pidFile); err == nil && liveWithToken(pid, "TestHelperEscapedChild") {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
 	})
-	// The shell waits for the helper to have left the group before it
-	// exits; otherwise the group kill could catch the helper first.
+	// The shell waits for the helper to have left the session before it
+	// exits, so the helper has escaped the group for sure when it is killed.
 	command := fmt.Sprintf(`%s=%s %s -test.run='^TestHelperEscapedChild$' &
 i=0; while [ ! -e %[2]s ] && [ $i -lt 500 ]; do sleep 0.02; i=$((i+1)); done
 echo started`, helperEnv, shellQuote(pidFile), shellQuote(exe))
@@ -258,16 +260,12 @@ echo started`, helperEnv, shellQuote(pidFile), shellQuote(exe))
 	if err != nil {
 		t.Fatalf("helper did not start: %v", err)
 	}
-	// After setsid the helper leads a group of its own; if it is not alive
-	// there, it never escaped and the test proved nothing.
-	if alive, err := liveMembers(pid); err != nil || len(alive) == 0 {
-		t.Fatalf("helper %d is not alive in its own group (%v): the test proved nothing", pid, err)
-	}
+	requireDead(t, []int{pid}, "TestHelperEscapedChild")
 }
 
 // TestHelperEscapedChild is not a test. With helperEnv set, the test binary
-// plays a program that daemonizes: it leaves the command's process group
-// with setsid, writes its pid to the file named by helperEnv and lingers,
+// plays a program that daemonizes: it leaves the command's session and
+// process group with setsid, writes its pid to the file named by helperEnv and lingers,
 // still holding the stdout and stderr it inherited.
 func TestHelperEscapedChild(t *testing.T) {
 	pidFile := os.Getenv(helperEnv)
@@ -283,7 +281,7 @@ func TestHelperEscapedChild(t *testing.T) {
 	if err := os.Rename(pidFile+".tmp", pidFile); err != nil {
 		os.Exit(2)
 	}
-	time.Sleep(time.Minute) // linger like a daemon; bounded in case cleanup fails
+	time.Sleep(time.Minute) // linger like a daemon; bounded in case the kill fails
 	os.Exit(0)
 }
 

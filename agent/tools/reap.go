@@ -26,14 +26,16 @@ func BecomeSubreaper() error {
 
 // Reaper reaps adopted orphans without stealing the exit status of the
 // children RunBash waits for: those are tracked from before fork until
-// RunBash has reaped them.
+// RunBash has reaped them. The tracked shells are also the list of running
+// commands that RunBash consults before it kills an adopted orphan, so
+// every RunBash of the process must be given the same Reaper.
 type Reaper struct {
 	mu      sync.Mutex
-	tracked map[int]bool
+	tracked map[int]uint64 // shell pid → its start time (procID.start)
 }
 
 // NewReaper returns a Reaper; pass it to RunBash through BashOptions.
-func NewReaper() *Reaper { return &Reaper{tracked: make(map[int]bool)} }
+func NewReaper() *Reaper { return &Reaper{tracked: make(map[int]uint64)} }
 
 // start starts cmd with the reaper locked, so the child is tracked before
 // the reaper could ever see it exit.
@@ -44,7 +46,10 @@ func (r *Reaper) start(cmd *exec.Cmd) (release func(), err error) {
 		return func() {}, err
 	}
 	pid := cmd.Process.Pid
-	r.tracked[pid] = true
+	// The shell is unreaped, so its stat is there; 0 if not, which makes
+	// it count as older than any orphan and so keeps killTree off them.
+	p, _ := readProc(pid)
+	r.tracked[pid] = p.start
 	return func() {
 		r.mu.Lock()
 		delete(r.tracked, pid)
@@ -65,7 +70,7 @@ func (r *Reaper) Reap() int {
 	defer r.mu.Unlock()
 	n := 0
 	for _, pid := range zombies {
-		if r.tracked[pid] {
+		if _, ok := r.tracked[pid]; ok {
 			continue
 		}
 		var ws unix.WaitStatus
@@ -74,6 +79,23 @@ func (r *Reaper) Reap() int {
 		}
 	}
 	return n
+}
+
+// running returns the shell of every running command other than except,
+// with the time it started. A nil Reaper knows of none.
+func (r *Reaper) running(except int) map[int]uint64 {
+	if r == nil {
+		return nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make(map[int]uint64, len(r.tracked))
+	for pid, start := range r.tracked {
+		if pid != except {
+			out[pid] = start
+		}
+	}
+	return out
 }
 
 // Run reaps on every SIGCHLD, and every 10 s as a backstop, until ctx ends.
@@ -120,32 +142,12 @@ func zombieChildren(ppid int) []int {
 	}
 	var out []int
 	for _, pid := range pids {
-		state, parent, ok := procStat("/proc/" + strconv.Itoa(pid) + "/stat")
-		if ok && state == "Z" && parent == ppid {
+		p, ok := readProc(pid)
+		if ok && p.state == "Z" && p.ppid == ppid {
 			out = append(out, pid)
 		}
 	}
 	return out
-}
-
-// procStat reads the state and parent pid from a /proc/<pid>/stat file.
-func procStat(path string) (state string, ppid int, ok bool) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return "", 0, false
-	}
-	// The command name is in parentheses and may contain anything, so
-	// parse from the last ')'.
-	i := strings.LastIndexByte(string(b), ')')
-	if i < 0 {
-		return "", 0, false
-	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 2 {
-		return "", 0, false
-	}
-	ppid, err = strconv.Atoi(f[1])
-	return f[0], ppid, err == nil
 }
 
 // DescendsFrom reports whether process pid is a strict descendant of
@@ -153,14 +155,14 @@ func procStat(path string) (state string, ppid int, ok bool) {
 // counts as a descendant: callers use this to refuse, so it fails closed.
 func DescendsFrom(pid, ancestor int) bool {
 	for i := 0; i < 4096 && pid > 1; i++ {
-		_, ppid, ok := procStat("/proc/" + strconv.Itoa(pid) + "/stat")
+		p, ok := readProc(pid)
 		if !ok {
 			return true
 		}
-		if ppid == ancestor {
+		if p.ppid == ancestor {
 			return true
 		}
-		pid = ppid
+		pid = p.ppid
 	}
 	return false
 }
