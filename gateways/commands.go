@@ -1,6 +1,7 @@
 package gateways
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"strings"
@@ -9,6 +10,10 @@ import (
 	"github.com/latchd/latch/agent"
 	"github.com/latchd/latch/store"
 )
+
+// MsgStoppedBeforeStart tells the chat that /stop reached a job before it
+// started.
+const MsgStoppedBeforeStart = "Stopped before it started; it was not run."
 
 // HelpText lists what the latched chat can do.
 const HelpText = "latch — commands\n" +
@@ -42,26 +47,46 @@ func (h *Hub) immediate(e store.Entry) (reply string, ok bool) {
 	}
 }
 
-// stop cancels the chat's running job. Queued messages stay queued: each
-// was sent on purpose and /stop answers the one in progress.
+// stop cancels the chat's job: the one running, or the one about to start
+// — sent in the same batch as /stop, or still waiting for its "typing…"
+// and running mark — which then never starts (see claim). Jobs queued
+// behind it stay queued: each was sent on purpose and /stop answers the
+// one in progress.
 func (h *Hub) stop(key chatKey) string {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	c := h.chats[key]
-	if c == nil || c.running == nil {
+	j := h.current(key)
+	if j == nil {
 		return "Nothing is running."
 	}
-	c.running.cancel()
-	return "Stopping: " + clip(c.running.text, 80)
+	j.stopped = true
+	j.cancel()
+	return "Stopping: " + clip(j.text, 80)
+}
+
+// current is the chat's job that /stop and /status speak of, under h.mu;
+// nil once its work has returned and its entry is only being finished.
+func (h *Hub) current(key chatKey) *job {
+	c := h.chats[key]
+	if c == nil || c.running == nil || c.running.ended {
+		return nil
+	}
+	return c.running
 }
 
 func (h *Hub) statusText(gateway string, key chatKey) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "latch · %s\n", gateway)
 	h.mu.Lock()
-	if c := h.chats[key]; c != nil && c.running != nil {
-		fmt.Fprintf(&b, "running: %s (%s)\n", clip(c.running.text, 80), time.Since(c.running.started).Round(time.Second))
-		fmt.Fprintf(&b, "queued: %d\n", len(c.queue))
+	if j := h.current(key); j != nil {
+		queued := 0
+		for _, q := range h.chats[key].queue {
+			if q.j != j {
+				queued++
+			}
+		}
+		fmt.Fprintf(&b, "running: %s (%s)\n", clip(j.text, 80), time.Since(j.started).Round(time.Second))
+		fmt.Fprintf(&b, "queued: %d\n", queued)
 	} else {
 		b.WriteString("running: nothing\n")
 	}
@@ -86,35 +111,69 @@ func (h *Hub) statusText(gateway string, key chatKey) string {
 }
 
 // handle runs one queued entry: a notice is sent, a !command runs in the
-// shell, plain text gets a hint.
-func (h *Hub) handle(ctx context.Context, c *chat, e store.Entry) {
+// shell, plain text goes to the agent (or gets a hint). j is the entry's
+// job, claimed already, or nil for what is answered at once (see jobFor).
+func (h *Hub) handle(ctx context.Context, e store.Entry, j *job) {
 	switch {
 	case e.Kind == store.KindNotice:
 		h.send(ctx, e.Gateway, e.ChatID, Reply{Text: e.Text, ReplyTo: e.MessageID})
 		h.finish(e, false)
 	case e.Kind == store.KindResume:
-		h.resumeTurn(ctx, c, e)
+		h.resumeTurn(ctx, j, e)
 	case strings.HasPrefix(strings.TrimSpace(e.Text), "!"):
-		h.runCommand(ctx, c, e)
+		h.runCommand(ctx, j, e)
 	case len(decodeExtra(e).Files) > 0:
-		h.runFiles(ctx, c, e)
+		h.runFiles(ctx, j, e)
 	case isCommand(e.Text, "new"):
 		h.send(ctx, e.Gateway, e.ChatID, Reply{Text: h.newSession(e), ReplyTo: e.MessageID})
 		h.finish(e, true)
 	default:
-		h.runTurn(ctx, c, e)
+		h.runTurn(ctx, j, e)
 	}
 }
 
-// runCommand runs a !command in the shell and replies with its output.
-func (h *Hub) runCommand(ctx context.Context, c *chat, e store.Entry) {
-	command := strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(e.Text), "!"))
-	if command == "" {
+// jobFor returns the job that handling e runs — a command, an agent turn —
+// or nil when handle answers e at once: a notice, a usage hint, /new,
+// text with no model to go to. It follows handle's cases, and the
+// handlers answer when they are given no job, so the two cannot disagree.
+func (h *Hub) jobFor(e store.Entry) *job {
+	model := h.cfg.Agent != nil && h.cfg.Agent.Enabled()
+	switch {
+	case e.Kind == store.KindNotice:
+		return nil
+	case e.Kind == store.KindResume:
+		return &job{text: e.Text}
+	case strings.HasPrefix(strings.TrimSpace(e.Text), "!"):
+		if command := shellCommand(e.Text); command != "" {
+			return &job{text: command}
+		}
+		return nil
+	case len(decodeExtra(e).Files) > 0:
+		if !model {
+			return nil
+		}
+		return &job{text: cmp.Or(e.Text, "the files you sent")}
+	case isCommand(e.Text, "new") || !model:
+		return nil
+	}
+	return &job{text: e.Text}
+}
+
+// shellCommand is the command in a "!command" message.
+func shellCommand(text string) string {
+	return strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(text), "!"))
+}
+
+// runCommand runs a !command in the shell and replies with its output; a
+// bare "!" (no job) gets the usage.
+func (h *Hub) runCommand(ctx context.Context, j *job, e store.Entry) {
+	if j == nil {
 		h.send(ctx, e.Gateway, e.ChatID, Reply{Text: "Usage: !<command>, e.g. !uptime", ReplyTo: e.MessageID})
 		h.finish(e, true)
 		return
 	}
-	h.runJob(ctx, c, e, job{text: command}, func(jobCtx context.Context) bool {
+	command := shellCommand(e.Text)
+	h.runJob(ctx, j, e, jobSteps{}, func(jobCtx context.Context) bool {
 		h.log.Info("running command", "gateway", e.Gateway, "seq", e.Seq)
 		out := h.cfg.Shell(jobCtx, command)
 		if ctx.Err() == nil {
@@ -124,11 +183,22 @@ func (h *Hub) runCommand(ctx context.Context, c *chat, e store.Entry) {
 	})
 }
 
-// job describes what runJob runs.
+// job is a chat's command or agent turn, from the moment claim makes it
+// the chat's next until the worker is done with its entry.
 type job struct {
 	text    string
-	started time.Time
-	cancel  context.CancelFunc
+	started time.Time // claimed
+	// ctx is what the work runs under; /stop cancels it.
+	ctx    context.Context
+	cancel context.CancelFunc
+	// stopped: /stop cancelled it. ended: its work has returned. Both
+	// under h.mu.
+	stopped, ended bool
+}
+
+// jobSteps says which of runJob's steps before the work the work takes
+// itself.
+type jobSteps struct {
 	// marksItself: the work marks the entry running in its own first
 	// transaction (an agent turn, with the user's message), so runJob
 	// does not.
@@ -137,27 +207,35 @@ type job struct {
 	typesItself bool
 }
 
-// runJob runs work as the chat's job; /stop cancels jobCtx. The entry is
-// marked running before work starts (by runJob, or by work itself when
-// j.marksItself), so a crash from then on is reported — or, for an agent
-// turn, resumed — after the restart instead of running it again.
+// runJob runs work as the chat's job j, under j.ctx, which /stop cancels.
+// The entry is marked running before work starts (by runJob, or by work
+// itself when steps.marksItself), so a crash from then on is reported —
+// or, for an agent turn, resumed — after the restart instead of running it
+// again.
 //
 // "typing…" goes out first, while the mark commits: it promises nothing
 // the store does not keep. If the process dies between the two, the entry
 // is still "received" and runs once after the restart. runJob waits for
 // it before work starts, so nothing the job sends can overtake it.
 //
+// /stop can come at any point of this, since the job was claimed before
+// it left the queue: before the work begins runJob looks, and a job
+// stopped by then never starts (stoppedEarly).
+//
 // The entry is deleted (and counted) when work returns, unless work says
 // it is settled — work deleted it in its own last transaction, or it must
 // stay as it is — or the Hub is shutting down: a cut job's entry stays
 // running, so the next start reports (or resumes) it rather than running
 // it again.
-func (h *Hub) runJob(ctx context.Context, c *chat, e store.Entry, j job, work func(jobCtx context.Context) (settled bool)) {
+func (h *Hub) runJob(ctx context.Context, j *job, e store.Entry, steps jobSteps, work func(jobCtx context.Context) (settled bool)) {
+	if h.stoppedEarly(ctx, j, e) {
+		return
+	}
 	typed := func() {}
-	if !j.typesItself {
+	if !steps.typesItself {
 		typed = h.typing(ctx, e)
 	}
-	if !j.marksItself {
+	if !steps.marksItself {
 		if err := h.cfg.Store.Update(func(tx *store.Tx) error { return tx.SetInboxState(e.Seq, store.Running) }); err != nil {
 			typed()
 			h.log.Error("marking job running failed; not run", "seq", e.Seq, "err", err)
@@ -165,20 +243,44 @@ func (h *Hub) runJob(ctx context.Context, c *chat, e store.Entry, j job, work fu
 		}
 	}
 	typed()
-	jobCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	j.started, j.cancel = time.Now(), cancel
+	if h.stoppedEarly(ctx, j, e) {
+		return
+	}
+	settled := work(j.ctx)
 	h.mu.Lock()
-	c.running = &j
-	h.mu.Unlock()
-	settled := work(jobCtx)
-	h.mu.Lock()
-	c.running = nil
+	j.ended = true
 	h.mu.Unlock()
 	if settled || ctx.Err() != nil {
 		return
 	}
 	h.finish(e, true)
+}
+
+// stoppedEarly reports whether j was cancelled before its work began. If
+// /stop did it, the entry is finished as stopped. If shutdown did, the
+// entry stays as it is, like any job shutdown cuts: "received" runs once
+// after the restart, "running" is reported (or resumed) then.
+func (h *Hub) stoppedEarly(ctx context.Context, j *job, e store.Entry) bool {
+	if j.ctx.Err() == nil {
+		return false
+	}
+	h.mu.Lock()
+	stopped := j.stopped
+	h.mu.Unlock()
+	if stopped {
+		h.stoppedBeforeStart(ctx, e)
+	}
+	return true
+}
+
+// stoppedBeforeStart finishes the entry of a job /stop reached before it
+// started: deleted and counted, as a stopped job's is, then the chat is
+// told. In that order: a crash between the two loses the notice, which
+// "Stopping: …" has given already, rather than run the job after all.
+func (h *Hub) stoppedBeforeStart(ctx context.Context, e store.Entry) {
+	h.log.Info("job stopped before it started", "gateway", e.Gateway, "seq", e.Seq)
+	h.finish(e, true)
+	h.send(ctx, e.Gateway, e.ChatID, Reply{Text: MsgStoppedBeforeStart, ReplyTo: e.MessageID})
 }
 
 // typing shows "typing…" in the chat, if the gateway can, without waiting
@@ -197,15 +299,21 @@ func (h *Hub) typing(ctx context.Context, e store.Entry) (wait func()) {
 }
 
 // runFiles saves what the chat sent, then gives the agent the caption and
-// the saved paths (or, without a model, says where the files are).
-func (h *Hub) runFiles(ctx context.Context, c *chat, e store.Entry) {
-	e.Text = h.saveFiles(ctx, e, decodeExtra(e).Files)
-	if h.cfg.Agent == nil || !h.cfg.Agent.Enabled() {
+// the saved paths (or, without a model — no job — says where the files
+// are).
+func (h *Hub) runFiles(ctx context.Context, j *job, e store.Entry) {
+	if j == nil {
+		e.Text = h.saveFiles(ctx, e, decodeExtra(e).Files)
 		h.send(ctx, e.Gateway, e.ChatID, Reply{Text: e.Text, ReplyTo: e.MessageID})
 		h.finish(e, true)
 		return
 	}
-	h.runTurn(ctx, c, e)
+	if h.stoppedEarly(ctx, j, e) {
+		return
+	}
+	// Under the job's context: /stop ends a download too.
+	e.Text = h.saveFiles(j.ctx, e, decodeExtra(e).Files)
+	h.runTurn(ctx, j, e)
 }
 
 func (h *Hub) newSession(e store.Entry) string {

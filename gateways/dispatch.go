@@ -16,12 +16,27 @@ const MsgInterrupted = "⚠ This was interrupted by a restart of latch and was n
 // chat is the per-(gateway, chat) worker state: a FIFO of inbox entries run
 // one at a time, and the job in progress.
 type chat struct {
-	key     chatKey
-	queue   []store.Entry
+	key   chatKey
+	queue []queued
+	// running is the chat's job from the moment it is next — only
+	// answers given at once (a notice, /new) are ahead of it, if anything
+	// — until the worker is done with its entry; see claim. It may still
+	// be in queue.
 	running *job
+	// fresh counts the entries at the end of queue that the scan being
+	// dispatched added; no worker takes them before it is done (see
+	// startWorkers).
+	fresh int
 	// active is true while a worker goroutine owns this chat; at most one
 	// does, so a chat's messages run in order.
 	active bool
+}
+
+// queued is an entry in a chat's queue, with the job it runs (nil for
+// what is answered at once).
+type queued struct {
+	e store.Entry
+	j *job
 }
 
 // Run recovers the inbox, then dispatches stored work until ctx ends. Then
@@ -168,6 +183,7 @@ func (h *Hub) dispatchPending(ctx context.Context) error {
 		h.next = e.Seq + 1
 		h.dispatch(ctx, e)
 	}
+	h.startWorkers(ctx)
 	if len(entries) == 256 {
 		h.poke()
 	}
@@ -238,6 +254,7 @@ func finishTx(tx *store.Tx, e store.Entry, handled bool) error {
 
 func (h *Hub) enqueue(ctx context.Context, e store.Entry) {
 	key := chatKey{e.Gateway, e.ChatID}
+	q := queued{e: e, j: h.jobFor(e)}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	c := h.chats[key]
@@ -245,11 +262,47 @@ func (h *Hub) enqueue(ctx context.Context, e store.Entry) {
 		c = &chat{key: key}
 		h.chats[key] = c
 	}
-	c.queue = append(c.queue, e)
-	if !c.active {
-		c.active = true
-		h.workers.Add(1)
-		go h.work(ctx, c)
+	c.queue = append(c.queue, q)
+	c.fresh++
+	h.claim(ctx, c)
+}
+
+// startWorkers hands what a scan queued to the workers, once the whole
+// scan is dispatched, and starts a worker for each chat with a queue and
+// none. Not before: a /stop that came with its job — in one batch, or
+// while latch was down — must find it not yet started, however fast a
+// worker is and whether or not one was busy in that chat already.
+func (h *Hub) startWorkers(ctx context.Context) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, c := range h.chats {
+		c.fresh = 0
+		if !c.active && len(c.queue) > 0 {
+			c.active = true
+			h.workers.Add(1)
+			go h.work(ctx, c)
+		}
+	}
+}
+
+// claim makes the first job in c's queue the chat's running job if it has
+// none, under h.mu. It is called whenever the queue grows and whenever a
+// job is done, so a job is claimed as soon as it is next — in the very
+// step that queues it, if nothing else is running — and /stop reaches it
+// from then on, not only once its work has begun. Nothing runs out of
+// order: the worker still takes the queue front to back; a claimed job
+// only waits for it.
+func (h *Hub) claim(ctx context.Context, c *chat) {
+	if c.running != nil {
+		return
+	}
+	for _, q := range c.queue {
+		if q.j != nil {
+			q.j.ctx, q.j.cancel = context.WithCancel(ctx)
+			q.j.started = time.Now()
+			c.running = q.j
+			return
+		}
 	}
 }
 
@@ -263,16 +316,51 @@ func (h *Hub) work(ctx context.Context, c *chat) {
 		// stays "received" in the inbox and runs after the restart.
 		stopping := h.ctx != nil && h.ctx.Err() != nil
 		if len(c.queue) == 0 || stopping || ctx.Err() != nil {
+			stopped := h.retire(c)
+			h.mu.Unlock()
+			if stopped != nil {
+				h.stoppedBeforeStart(ctx, *stopped)
+			}
+			return
+		}
+		if len(c.queue) == c.fresh {
+			// The scan being dispatched has the rest; startWorkers
+			// starts a worker for it when that is done.
 			c.active = false
-			delete(h.chats, c.key)
 			h.mu.Unlock()
 			return
 		}
-		e := c.queue[0]
+		q := c.queue[0]
 		c.queue = c.queue[1:]
 		h.mu.Unlock()
-		h.handle(ctx, c, e)
+		h.handle(ctx, q.e, q.j)
+		if q.j != nil { // c.running: claim takes jobs in queue order
+			q.j.cancel()
+			h.mu.Lock()
+			c.running = nil
+			h.claim(ctx, c)
+			h.mu.Unlock()
+		}
 	}
+}
+
+// retire ends c's worker, under h.mu. A job claimed but never started
+// stays in the inbox as it is, for the next start — unless /stop stopped
+// it: that answer stands, so retire returns its entry for the caller to
+// finish as stopped rather than leave it to run after the restart.
+func (h *Hub) retire(c *chat) (stopped *store.Entry) {
+	if j := c.running; j != nil {
+		for _, q := range c.queue {
+			if q.j == j && j.stopped {
+				stopped = &q.e
+			}
+		}
+		j.cancel()
+	}
+	c.running = nil
+	c.active = false
+	delete(h.chats, c.key)
+	return stopped
 }
 
 // goSend sends a reply without blocking the dispatch loop.

@@ -45,21 +45,25 @@ const MsgNoModel = "No model is configured, so plain text has nowhere to go. " +
 // in the same transaction that stores the user's message, before the model
 // is called: a crash from then on resumes the turn after the restart
 // (KindResume), a crash before it runs the message once. The answer and
-// the entry's deletion are stored together too.
-func (h *Hub) runTurn(ctx context.Context, c *chat, e store.Entry) {
-	if h.cfg.Agent == nil || !h.cfg.Agent.Enabled() {
+// the entry's deletion are stored together too. With no model there is
+// no job (see jobFor): the chat gets a hint.
+func (h *Hub) runTurn(ctx context.Context, j *job, e store.Entry) {
+	if j == nil {
 		h.send(ctx, e.Gateway, e.ChatID, Reply{Text: MsgNoModel, ReplyTo: e.MessageID})
 		h.finish(e, true)
 		return
 	}
-	// A renderer shows "typing…" from the start, while the session loads
-	// and the start commits.
-	ev, rendered := h.events(ctx, e)
+	_, rendered := h.gateways[e.Gateway].(TurnRenderer)
 	hooks := agent.Hooks{
 		Started: func(tx *store.Tx) error { return tx.SetInboxState(e.Seq, store.Running) },
 		Done:    func(tx *store.Tx) error { return finishTx(tx, e, true) },
 	}
-	h.runJob(ctx, c, e, job{text: clip(e.Text, 80), marksItself: true, typesItself: rendered}, func(jobCtx context.Context) bool {
+	h.runJob(ctx, j, e, jobSteps{marksItself: true, typesItself: rendered}, func(jobCtx context.Context) bool {
+		// A renderer shows "typing…" from here on, while the session
+		// loads and the start commits: runJob waits for nothing first.
+		// It is made here rather than before runJob so that a turn
+		// stopped before it starts leaves no renderer to end.
+		ev, _ := h.events(ctx, e)
 		key := agent.SessionKey{Gateway: e.Gateway, Chat: e.ChatID}
 		err := h.cfg.Agent.TurnWith(jobCtx, key, e.Text, ev, hooks)
 		endEvents(ev)
@@ -92,10 +96,13 @@ func endEvents(ev agent.Events) {
 const MsgResuming = "⚠ latch restarted during this request; continuing from the last completed step " +
 	"(a command that was running then was not run again)."
 
-// resumeTurn continues a turn a restart cut.
-func (h *Hub) resumeTurn(ctx context.Context, c *chat, e store.Entry) {
+// resumeTurn continues a turn a restart cut, unless /stop came first.
+func (h *Hub) resumeTurn(ctx context.Context, j *job, e store.Entry) {
+	if h.stoppedEarly(ctx, j, e) {
+		return
+	}
 	h.send(ctx, e.Gateway, e.ChatID, Reply{Text: MsgResuming, ReplyTo: e.MessageID})
-	h.runJob(ctx, c, e, job{text: clip(e.Text, 80)}, func(jobCtx context.Context) bool {
+	h.runJob(ctx, j, e, jobSteps{}, func(jobCtx context.Context) bool {
 		key := agent.SessionKey{Gateway: e.Gateway, Chat: e.ChatID}
 		ev, _ := h.events(ctx, e)
 		err := h.cfg.Agent.Resume(jobCtx, key, ev)
