@@ -160,8 +160,14 @@ func (p *plainEvents) ToolFinished(c agent.ToolCall, r agent.ToolResult) {
 	}
 }
 
+// Approval shows the call's detail, every line of it: the adapter splits a
+// long text into messages, so nothing of what would run is left out.
 func (p *plainEvents) Approval(a agent.Approval) {
-	p.say(fmt.Sprintf("🔐 Allow %s?\n%s\n\n/approve %s · /always %s · /deny %s", a.Tool, a.Summary, a.ID, a.ID, a.ID))
+	detail := a.Detail
+	if detail == "" {
+		detail = a.Summary
+	}
+	p.say(fmt.Sprintf("🔐 Allow %s?\n%s\n\n/approve %s · /always %s · /deny %s", a.Tool, detail, a.ID, a.ID, a.ID))
 }
 
 func (p *plainEvents) File(f agent.File) error {
