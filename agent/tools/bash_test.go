@@ -575,3 +575,14 @@ func head(s string) string {
 	}
 	return s
 }
+
+// BenchmarkRunBashTrue is the fixed cost of a command: fork and exec of
+// bash, and at its end the walk of /proc that kills whatever it left.
+func BenchmarkRunBashTrue(b *testing.B) {
+	dir := b.TempDir()
+	for b.Loop() {
+		if _, err := RunBash(context.Background(), BashOptions{Dir: dir, Timeout: 10 * time.Second}, "true"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
