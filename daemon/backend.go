@@ -106,6 +106,9 @@ func (d *Daemon) Unpair(ctx context.Context, gateway string) error {
 		return fmt.Errorf("%q: %w", gateway, control.ErrNotLatched)
 	}
 	d.Log.Info("gateway unpaired", "gateway", gateway, "chat", old.ChatID)
+	// The chat no longer controls anything: what it set going stops too,
+	// the running job and what waits behind it.
+	d.hub.Unlatched(gateway)
 	d.announce(old, "This chat was unpaired from latch on the machine. It no longer controls anything there.")
 	return nil
 }

@@ -271,3 +271,41 @@ func TestE2EStopLetsRunningWorkFinish(t *testing.T) {
 		}
 	}
 }
+
+// TestE2EUnpairStopsTheChatsWork: `latch unpair` is the owner's emergency
+// brake. The command running for the chat is killed, process group and
+// all, promptly; what the chat queued behind it never runs; and the chat
+// hears nothing but the unpair notice. Shown to fail with the Unlatched
+// call removed from Daemon.Unpair.
+func TestE2EUnpairStopsTheChatsWork(t *testing.T) {
+	e := newEnv(t)
+	e.start()
+	e.pair()
+	pidFile, marker := filepath.Join(e.home, "pgid"), filepath.Join(e.home, "queued-ran")
+	e.say(owner, "!echo $$ > "+pidFile+"; sleep 100")
+	var pgid int
+	waitFor(t, func() bool {
+		b, _ := os.ReadFile(pidFile)
+		pgid, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+		return pgid > 1
+	})
+	e.waitConfirmed(e.say(owner, "!touch "+marker))
+	sentBefore := len(e.tg.SentTo(owner.ID))
+	start := time.Now()
+	if err := e.client().Unpair(context.Background(), "telegram"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return groupGone(pgid) })
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("the running command was killed %v after the unpair", d)
+	}
+	e.waitReply(owner.ID, "This chat was unpaired")
+	waitFor(t, func() bool { return e.status().Running == 0 })
+	time.Sleep(200 * time.Millisecond) // room for a queued command to start
+	if _, err := os.Stat(marker); err == nil {
+		t.Error("the command queued before the unpair ran after it")
+	}
+	if sent := e.tg.SentTo(owner.ID); len(sent) != sentBefore+1 {
+		t.Errorf("the unpaired chat got %d messages after the unpair, want only the notice:%s", len(sent)-sentBefore, e.describeSent())
+	}
+}

@@ -176,7 +176,7 @@ func (h *Hub) runCommand(ctx context.Context, j *job, e store.Entry) {
 	h.runJob(ctx, j, e, jobSteps{}, func(jobCtx context.Context) bool {
 		h.log.Info("running command", "gateway", e.Gateway, "seq", e.Seq)
 		out := h.cfg.Shell(jobCtx, command)
-		if ctx.Err() == nil {
+		if ctx.Err() == nil && !h.dropped(j) {
 			h.send(ctx, e.Gateway, e.ChatID, Reply{Text: out, Pre: true, ReplyTo: e.MessageID})
 		}
 		return false
@@ -187,13 +187,23 @@ func (h *Hub) runCommand(ctx context.Context, j *job, e store.Entry) {
 // the chat's next until the worker is done with its entry.
 type job struct {
 	text    string
-	started time.Time // claimed
-	// ctx is what the work runs under; /stop cancels it.
+	e       store.Entry // the entry it runs
+	started time.Time   // claimed
+	// ctx is what the work runs under; /stop and Unlatched cancel it.
 	ctx    context.Context
 	cancel context.CancelFunc
-	// stopped: /stop cancelled it. ended: its work has returned. Both
-	// under h.mu.
-	stopped, ended bool
+	// stopped: /stop cancelled it. dropped: Unlatched did, and the chat,
+	// no longer latched, is told nothing more. ended: its work has
+	// returned. All under h.mu.
+	stopped, dropped, ended bool
+}
+
+// dropped reports whether Unlatched cancelled j: what it would still say
+// goes nowhere.
+func (h *Hub) dropped(j *job) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return j.dropped
 }
 
 // jobSteps says which of runJob's steps before the work the work takes
@@ -257,17 +267,22 @@ func (h *Hub) runJob(ctx context.Context, j *job, e store.Entry, steps jobSteps,
 }
 
 // stoppedEarly reports whether j was cancelled before its work began. If
-// /stop did it, the entry is finished as stopped. If shutdown did, the
-// entry stays as it is, like any job shutdown cuts: "received" runs once
-// after the restart, "running" is reported (or resumed) then.
+// /stop did it, the entry is finished as stopped. If an unpair did, it is
+// finished as not run, silently, like an entry dispatch drops. If shutdown
+// did, the entry stays as it is, like any job shutdown cuts: "received"
+// runs once after the restart, "running" is reported (or resumed) then.
 func (h *Hub) stoppedEarly(ctx context.Context, j *job, e store.Entry) bool {
 	if j.ctx.Err() == nil {
 		return false
 	}
 	h.mu.Lock()
-	stopped := j.stopped
+	stopped, dropped := j.stopped, j.dropped
 	h.mu.Unlock()
-	if stopped {
+	switch {
+	case dropped:
+		h.log.Info("gateway unpaired; job dropped before it started", "gateway", e.Gateway, "seq", e.Seq)
+		h.finish(e, false)
+	case stopped:
 		h.stoppedBeforeStart(ctx, e)
 	}
 	return true

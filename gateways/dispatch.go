@@ -194,15 +194,11 @@ func (h *Hub) dispatchPending(ctx context.Context) error {
 // running job (/stop, /status, /help) are answered at once; everything
 // else joins the chat's queue.
 func (h *Hub) dispatch(ctx context.Context, e store.Entry) {
-	if e.Kind == store.KindResume && !h.stillLatched(e) {
+	if guarded(e) && !h.stillLatched(e) {
 		h.finish(e, false)
 		return
 	}
 	if e.Kind == store.KindMessage {
-		if !h.stillLatched(e) {
-			h.finish(e, false)
-			return
-		}
 		if cb := decodeExtra(e).Callback; cb != nil {
 			h.finish(e, true)
 			h.pressed(ctx, e, cb)
@@ -217,23 +213,39 @@ func (h *Hub) dispatch(ctx context.Context, e store.Entry) {
 	h.enqueue(ctx, e)
 }
 
-// stillLatched re-checks the chat lock at dispatch time: the gateway may
-// have been unpaired since the message was stored. A store error counts as
-// "no": fail closed.
+// stillLatched re-checks the chat lock at dispatch time, and again when the
+// worker is about to start the entry: the gateway may have been unpaired
+// since the message was stored, or while it waited behind a running job. A
+// store error counts as "no": fail closed.
 func (h *Hub) stillLatched(e store.Entry) bool {
-	var l *store.Latch
-	err := h.cfg.Store.View(func(tx *store.Tx) (err error) {
-		l, err = tx.Latch(e.Gateway)
-		return err
-	})
+	l, err := h.latch(e.Gateway)
 	if err != nil {
 		h.log.Error("reading latch failed; message dropped", "gateway", e.Gateway, "err", err)
 		return false
 	}
+	return latchedTo(l, e)
+}
+
+func (h *Hub) latch(gateway string) (l *store.Latch, err error) {
+	err = h.cfg.Store.View(func(tx *store.Tx) (err error) {
+		l, err = tx.Latch(gateway)
+		return err
+	})
+	return l, err
+}
+
+// latchedTo: l latches e's chat (and, in a group, e's sender).
+func latchedTo(l *store.Latch, e store.Entry) bool {
 	if l == nil || l.ChatID != e.ChatID {
 		return false
 	}
 	return l.UserID == "" || l.UserID == e.UserID
+}
+
+// guarded: e runs on the latched chat's behalf, so the latch must still
+// hold when it starts. A notice is latch's own reply and goes out anyway.
+func guarded(e store.Entry) bool {
+	return e.Kind == store.KindMessage || e.Kind == store.KindResume
 }
 
 // finish deletes a handled entry (and counts it when handled is true).
@@ -255,6 +267,9 @@ func finishTx(tx *store.Tx, e store.Entry, handled bool) error {
 func (h *Hub) enqueue(ctx context.Context, e store.Entry) {
 	key := chatKey{e.Gateway, e.ChatID}
 	q := queued{e: e, j: h.jobFor(e)}
+	if q.j != nil {
+		q.j.e = e
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	c := h.chats[key]
@@ -316,9 +331,12 @@ func (h *Hub) work(ctx context.Context, c *chat) {
 		// stays "received" in the inbox and runs after the restart.
 		stopping := h.ctx != nil && h.ctx.Err() != nil
 		if len(c.queue) == 0 || stopping || ctx.Err() != nil {
-			stopped := h.retire(c)
+			stopped, dropped := h.retire(c)
 			h.mu.Unlock()
-			if stopped != nil {
+			switch {
+			case dropped:
+				h.finish(*stopped, false)
+			case stopped != nil:
 				h.stoppedBeforeStart(ctx, *stopped)
 			}
 			return
@@ -333,7 +351,15 @@ func (h *Hub) work(ctx context.Context, c *chat) {
 		q := c.queue[0]
 		c.queue = c.queue[1:]
 		h.mu.Unlock()
-		h.handle(ctx, q.e, q.j)
+		if guarded(q.e) && !h.stillLatched(q.e) {
+			// Unpaired while it waited: the chat no longer controls
+			// anything here, so the entry is dropped as dispatch drops
+			// one, without a word to the chat.
+			h.log.Info("gateway unpaired; queued entry dropped", "gateway", q.e.Gateway, "seq", q.e.Seq)
+			h.finish(q.e, false)
+		} else {
+			h.handle(ctx, q.e, q.j)
+		}
 		if q.j != nil { // c.running: claim takes jobs in queue order
 			q.j.cancel()
 			h.mu.Lock()
@@ -345,14 +371,15 @@ func (h *Hub) work(ctx context.Context, c *chat) {
 }
 
 // retire ends c's worker, under h.mu. A job claimed but never started
-// stays in the inbox as it is, for the next start — unless /stop stopped
-// it: that answer stands, so retire returns its entry for the caller to
-// finish as stopped rather than leave it to run after the restart.
-func (h *Hub) retire(c *chat) (stopped *store.Entry) {
+// stays in the inbox as it is, for the next start — unless /stop or an
+// unpair stopped it: that stands, so retire returns its entry for the
+// caller to finish (silently and as not run, when dropped by an unpair)
+// rather than leave it to run after the restart.
+func (h *Hub) retire(c *chat) (stopped *store.Entry, dropped bool) {
 	if j := c.running; j != nil {
 		for _, q := range c.queue {
-			if q.j == j && j.stopped {
-				stopped = &q.e
+			if q.j == j && (j.stopped || j.dropped) {
+				stopped, dropped = &q.e, j.dropped
 			}
 		}
 		j.cancel()
@@ -360,7 +387,59 @@ func (h *Hub) retire(c *chat) (stopped *store.Entry) {
 	c.running = nil
 	c.active = false
 	delete(h.chats, c.key)
-	return stopped
+	return stopped, dropped
+}
+
+// Unlatched stops the work of the chats gateway no longer answers; the
+// daemon calls it once an unpair has committed. Their running job is
+// cancelled as /stop cancels one (a command's processes are killed), but
+// without a word to the chat, and their queued entries are dropped as not
+// run. A chat the gateway is latched to by now keeps its work.
+//
+// The worker re-checks the latch before each entry as well; Unlatched is
+// still needed: nothing else ends the running job, and what it drops
+// cannot run even if the same chat is paired again before the worker
+// would have got to it.
+func (h *Hub) Unlatched(gateway string) {
+	l, err := h.latch(gateway)
+	if err != nil {
+		// Fail closed: none of the gateway's work goes on.
+		h.log.Error("reading latch failed; dropping the gateway's work", "gateway", gateway, "err", err)
+		l = nil
+	}
+	var dropped []store.Entry
+	h.mu.Lock()
+	for key, c := range h.chats {
+		if key.gateway != gateway {
+			continue
+		}
+		if j := c.running; j != nil && !j.ended && !latchedTo(l, j.e) {
+			j.dropped = true
+			j.cancel()
+		}
+		// fresh counts entries at the end of the queue, so it must
+		// count only those of them that stay.
+		kept, fresh := c.queue[:0], 0
+		for i, q := range c.queue {
+			// A claimed job stays: its worker finishes it (see
+			// stoppedEarly and retire).
+			if !guarded(q.e) || latchedTo(l, q.e) || (q.j != nil && q.j == c.running) {
+				kept = append(kept, q)
+				if i >= len(c.queue)-c.fresh {
+					fresh++
+				}
+				continue
+			}
+			dropped = append(dropped, q.e)
+		}
+		clear(c.queue[len(kept):])
+		c.queue, c.fresh = kept, fresh
+	}
+	h.mu.Unlock()
+	for _, e := range dropped {
+		h.log.Info("gateway unpaired; queued entry dropped", "gateway", e.Gateway, "seq", e.Seq)
+		h.finish(e, false)
+	}
 }
 
 // goSend sends a reply without blocking the dispatch loop.

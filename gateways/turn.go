@@ -63,7 +63,7 @@ func (h *Hub) runTurn(ctx context.Context, j *job, e store.Entry) {
 		// loads and the start commits: runJob waits for nothing first.
 		// It is made here rather than before runJob so that a turn
 		// stopped before it starts leaves no renderer to end.
-		ev, _ := h.events(ctx, e)
+		ev, _ := h.events(ctx, j, e)
 		key := agent.SessionKey{Gateway: e.Gateway, Chat: e.ChatID}
 		err := h.cfg.Agent.TurnWith(jobCtx, key, e.Text, ev, hooks)
 		endEvents(ev)
@@ -75,7 +75,7 @@ func (h *Hub) runTurn(ctx context.Context, j *job, e store.Entry) {
 			// after the next start.
 			h.log.Error("recording the turn's start failed; not run", "seq", e.Seq, "err", err)
 			return true
-		case ctx.Err() != nil:
+		case ctx.Err() != nil || h.dropped(j):
 			return false
 		}
 		h.log.Warn("agent turn ended with an error", "gateway", e.Gateway, "err", err)
@@ -104,10 +104,10 @@ func (h *Hub) resumeTurn(ctx context.Context, j *job, e store.Entry) {
 	h.send(ctx, e.Gateway, e.ChatID, Reply{Text: MsgResuming, ReplyTo: e.MessageID})
 	h.runJob(ctx, j, e, jobSteps{}, func(jobCtx context.Context) bool {
 		key := agent.SessionKey{Gateway: e.Gateway, Chat: e.ChatID}
-		ev, _ := h.events(ctx, e)
+		ev, _ := h.events(ctx, j, e)
 		err := h.cfg.Agent.Resume(jobCtx, key, ev)
 		endEvents(ev)
-		if err == nil || errors.Is(err, agent.ErrNothingToResume) || ctx.Err() != nil {
+		if err == nil || errors.Is(err, agent.ErrNothingToResume) || ctx.Err() != nil || h.dropped(j) {
 			return false
 		}
 		h.log.Warn("resumed turn ended with an error", "gateway", e.Gateway, "err", err)
@@ -126,27 +126,35 @@ func turnError(err error, jobCtx context.Context) string {
 	return provider.Describe(err)
 }
 
-// events renders a turn; rendered is true when the gateway does it (and
+// events renders j's turn; rendered is true when the gateway does it (and
 // shows "typing…" itself).
-func (h *Hub) events(ctx context.Context, e store.Entry) (ev agent.Events, rendered bool) {
+func (h *Hub) events(ctx context.Context, j *job, e store.Entry) (ev agent.Events, rendered bool) {
 	if r, ok := h.gateways[e.Gateway].(TurnRenderer); ok {
 		return r.RenderTurn(ctx, e.ChatID, e.MessageID), true
 	}
-	return &plainEvents{h: h, ctx: ctx, gateway: e.Gateway, chatID: e.ChatID, replyTo: e.MessageID}, false
+	return &plainEvents{h: h, ctx: ctx, j: j, gateway: e.Gateway, chatID: e.ChatID, replyTo: e.MessageID}, false
 }
 
 // plainEvents renders a turn as ordinary messages: one line per tool call,
 // approval requests with their text commands, and the final answer.
 type plainEvents struct {
-	h                        *Hub
-	ctx                      context.Context
+	h   *Hub
+	ctx context.Context
+	// j is the turn's job: once an unpair drops it, the chat is told
+	// nothing more (nil: no job to ask).
+	j                        *job
 	gateway, chatID, replyTo string
 	mu                       sync.Mutex
 }
 
 func (p *plainEvents) say(text string) {
+	if p.quiet() {
+		return
+	}
 	p.h.send(p.ctx, p.gateway, p.chatID, Reply{Text: text})
 }
+
+func (p *plainEvents) quiet() bool { return p.j != nil && p.h.dropped(p.j) }
 
 func (p *plainEvents) Text(string) {}
 
@@ -171,6 +179,9 @@ func (p *plainEvents) Approval(a agent.Approval) {
 }
 
 func (p *plainEvents) File(f agent.File) error {
+	if p.quiet() {
+		return errors.New("the chat was unpaired")
+	}
 	fs, ok := p.h.gateways[p.gateway].(FileSender)
 	if !ok {
 		return errors.New("this chat gateway cannot send files yet")
@@ -179,7 +190,7 @@ func (p *plainEvents) File(f agent.File) error {
 }
 
 func (p *plainEvents) Final(text string) {
-	if strings.TrimSpace(text) == "" {
+	if strings.TrimSpace(text) == "" || p.quiet() {
 		return
 	}
 	p.h.send(p.ctx, p.gateway, p.chatID, Reply{Text: text, ReplyTo: p.replyTo})
