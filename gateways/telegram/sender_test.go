@@ -384,3 +384,34 @@ func TestDecodeDropsCommandsForAnotherBot(t *testing.T) {
 		}
 	}
 }
+
+// TestForwardedMessageIsNeverACommand: a message the owner forwards is
+// someone else's words; "!touch pwned" or "/stop" in it must reach the
+// agent as text, labelled, never run as the owner's command. The fake sends
+// forward_origin as the Bot API does since 7.0.
+func TestForwardedMessageIsNeverACommand(t *testing.T) {
+	f := newLockFixture(t)
+	f.latchTo(t, alice)
+	f.srv.Deliver(telegramtest.Incoming{Chat: opsGroup, From: &alice, ForwardedFrom: &bob, Text: "!touch pwned"})
+	last := f.srv.Deliver(telegramtest.Incoming{Chat: opsGroup, From: &alice, ForwardedFrom: &bob, Text: "/stop"}).UpdateID
+	f.processed(t, last)
+	got := f.inbox(t)
+	if len(got) != 2 {
+		t.Fatalf("inbox = %+v, want both forwarded messages", got)
+	}
+	for i, want := range []string{"!touch pwned", "/stop"} {
+		if got[i].Text != forwardedLabel+want {
+			t.Errorf("stored %q, want %q", got[i].Text, forwardedLabel+want)
+		}
+	}
+}
+
+// TestForwardedOnlyByItsOwnOrigin: a reply to a forwarded message is not
+// itself forwarded.
+func TestForwardedOnlyByItsOwnOrigin(t *testing.T) {
+	own := `{"update_id":1,"message":{"message_id":2,"date":1,"text":"!ls","forward_origin":{"type":"hidden_user","date":1,"sender_user_name":"x"}}}`
+	reply := `{"update_id":1,"message":{"message_id":3,"date":1,"text":"!ls","reply_to_message":{"message_id":2,"date":1,"forward_origin":{"type":"hidden_user","date":1,"sender_user_name":"x"}}}}`
+	if !forwarded([]byte(own)) || forwarded([]byte(reply)) || forwarded([]byte(`{"update_id":1,"message":{"text":"forward_origin"}}`)) {
+		t.Errorf("forwarded: own %v, reply %v", forwarded([]byte(own)), forwarded([]byte(reply)))
+	}
+}

@@ -1,6 +1,7 @@
 package telegram
 
 import (
+	"bytes"
 	"encoding/json"
 	"strconv"
 	"strings"
@@ -106,14 +107,38 @@ func (g *Gateway) decode(raw []byte) update {
 	if u.CallbackQuery != nil {
 		out.msg, out.ok = g.callback(u)
 	} else {
-		out.msg, out.ok = g.message(u)
+		out.msg, out.ok = g.message(u, forwarded(raw))
 	}
 	return out
 }
 
+// forwardedLabel starts the text of a message the owner forwarded: it is
+// someone else's words, to show the agent, never a command of the
+// owner's, even when it starts with "!" or "/".
+const forwardedLabel = "↪ Forwarded message:\n"
+
+// forwarded reports whether the update's message carries forward_origin
+// (Bot API 7.0; the library predates it). The cheap search spares the
+// decode for nearly every update; the decode tells the message's own
+// origin from one in the message it replies to.
+func forwarded(raw []byte) bool {
+	if !bytes.Contains(raw, []byte(`"forward_origin"`)) {
+		return false
+	}
+	var u struct {
+		Message *struct {
+			Origin json.RawMessage `json:"forward_origin"`
+		} `json:"message"`
+	}
+	if err := json.Unmarshal(raw, &u); err != nil {
+		return true // undecidable: the safe reading is "not the owner's command"
+	}
+	return u.Message != nil && len(u.Message.Origin) > 0 && string(u.Message.Origin) != "null"
+}
+
 // message translates an update carrying a usable message: text, a caption
 // or attachments, a known chat type and a sender.
-func (g *Gateway) message(u tgbotapi.Update) (gateways.Message, bool) {
+func (g *Gateway) message(u tgbotapi.Update, forwarded bool) (gateways.Message, bool) {
 	m := u.Message
 	if m == nil || m.Chat == nil {
 		return gateways.Message{}, false
@@ -146,12 +171,15 @@ func (g *Gateway) message(u tgbotapi.Update) (gateways.Message, bool) {
 	case utf16Len(text) > maxInboundUnits:
 		log.Warn("skipping an oversized message", "utf16_units", utf16Len(text))
 		return gateways.Message{}, false
-	case strings.HasPrefix(strings.TrimSpace(text), "/") && forAnotherBot(text, g.botName()):
+	case !forwarded && strings.HasPrefix(strings.TrimSpace(text), "/") && forAnotherBot(text, g.botName()):
 		// "/stop@other_bot" in a group is another bot's command. Taken for
 		// latch's, it would stop latch's work, or a stranger's
 		// "/pair@other_bot x" would count against the pending code.
 		log.Debug("skipping a command addressed to another bot")
 		return gateways.Message{}, false
+	}
+	if forwarded && text != "" {
+		text = forwardedLabel + text
 	}
 	return gateways.Message{
 		Gateway:  gatewayName,

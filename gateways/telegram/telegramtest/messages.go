@@ -30,19 +30,20 @@ type message struct {
 	from    *User
 	// senderChat is the chat a user's message was sent on behalf of (see
 	// Incoming.SenderChat); from then holds Telegram's placeholder.
-	senderChat  *Chat
-	autoForward bool
-	date        int64
-	editDate    int64
-	text        string
-	caption     string
-	entities    []Entity
-	replyTo     int
-	keyboard    [][]Button
-	document    *Document
-	photo       []PhotoSize
-	voice       *Voice
-	audio       *Audio
+	senderChat    *Chat
+	autoForward   bool
+	forwardedFrom *User
+	date          int64
+	editDate      int64
+	text          string
+	caption       string
+	entities      []Entity
+	replyTo       int
+	keyboard      [][]Button
+	document      *Document
+	photo         []PhotoSize
+	voice         *Voice
+	audio         *Audio
 }
 
 type msgKey struct {
@@ -97,6 +98,7 @@ type wireMessage struct {
 	SenderChat         *Chat        `json:"sender_chat,omitempty"`
 	Chat               Chat         `json:"chat"`
 	IsAutomaticForward bool         `json:"is_automatic_forward,omitempty"`
+	ForwardOrigin      *origin      `json:"forward_origin,omitempty"`
 	Date               int64        `json:"date"`
 	EditDate           int64        `json:"edit_date,omitempty"`
 	ReplyToMessage     *wireMessage `json:"reply_to_message,omitempty"`
@@ -110,6 +112,14 @@ type wireMessage struct {
 	ReplyMarkup        *markup      `json:"reply_markup,omitempty"`
 }
 
+// origin is a MessageOrigin of the kind "user": who wrote a forwarded
+// message, and when.
+type origin struct {
+	Type       string `json:"type"`
+	Date       int64  `json:"date"`
+	SenderUser *User  `json:"sender_user,omitempty"`
+}
+
 func (s *Server) wireLocked(c *chatState, m *message, withReply bool) *wireMessage {
 	w := &wireMessage{
 		MessageID: m.id, From: m.from, SenderChat: m.senderChat, Chat: c.chat,
@@ -119,6 +129,9 @@ func (s *Server) wireLocked(c *chatState, m *message, withReply bool) *wireMessa
 	}
 	if m.keyboard != nil {
 		w.ReplyMarkup = &markup{InlineKeyboard: m.keyboard}
+	}
+	if m.forwardedFrom != nil {
+		w.ForwardOrigin = &origin{Type: "user", Date: m.date, SenderUser: m.forwardedFrom}
 	}
 	if m.fromBot {
 		bot := s.bot

@@ -260,8 +260,12 @@ type Incoming struct {
 	// AutomaticForward marks a post Telegram forwarded from the linked
 	// channel SenderChat into its discussion group Chat.
 	AutomaticForward bool
-	Text             string
-	Caption          string
+	// ForwardedFrom, when set, makes this a message the sender forwarded
+	// from that user: it carries forward_origin, as Bot API 7.0 and later
+	// send it.
+	ForwardedFrom *User
+	Text          string
+	Caption       string
 	// ReplyTo is the id of a message in the same chat this one answers.
 	ReplyTo int
 	// Attachments; build them with DocumentOf, PhotoSizeOf, VoiceOf and

@@ -37,7 +37,7 @@ func (s *Server) Deliver(in Incoming) Delivered {
 		date = time.Now()
 	}
 	from, sender := sentBy(in)
-	m := c.addUser(&message{from: from, senderChat: sender, autoForward: in.AutomaticForward,
+	m := c.addUser(&message{from: from, senderChat: sender, autoForward: in.AutomaticForward, forwardedFrom: in.ForwardedFrom,
 		date: date.Unix(), text: in.Text, caption: in.Caption, replyTo: in.ReplyTo,
 		document: in.Document, photo: slices.Clone(in.Photo), voice: in.Voice, audio: in.Audio}, s.keepUser)
 	m.entities = commandEntities(in.Text)
