@@ -187,13 +187,7 @@ func TestRunBashCancelKillsGroup(t *testing.T) {
 	}()
 
 	pgid := waitForPID(t, pgidFile, done)
-	cancel()
-	var res BashResult
-	select {
-	case res = <-done:
-	case <-time.After(hangLimit):
-		t.Fatalf("RunBash still running %v after cancel", hangLimit)
-	}
+	res := cancelAndWait(t, cancel, done)
 	if !res.Canceled || res.TimedOut || res.Summary() != "stopped" {
 		t.Errorf("got Canceled=%v TimedOut=%v summary %q, want true false \"stopped\"", res.Canceled, res.TimedOut, res.Summary())
 	}
@@ -584,5 +578,19 @@ func BenchmarkRunBashTrue(b *testing.B) {
 		if _, err := RunBash(context.Background(), BashOptions{Dir: dir, Timeout: 10 * time.Second}, "true"); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// cancelAndWait cancels a running RunBash and returns its result, failing
+// the test if it has not returned within hangLimit.
+func cancelAndWait(t *testing.T, cancel context.CancelFunc, done <-chan BashResult) BashResult {
+	t.Helper()
+	cancel()
+	select {
+	case res := <-done:
+		return res
+	case <-time.After(hangLimit):
+		t.Fatalf("RunBash still running %v after cancel", hangLimit)
+		return BashResult{}
 	}
 }

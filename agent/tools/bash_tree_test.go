@@ -125,13 +125,7 @@ func runEscapeMode(t *testing.T, mode string, opts BashOptions, tc escapeCase) B
 			done <- res
 		}()
 		waitForFields(t, filepath.Join(dir, "pids"), tc.n, done)
-		cancel()
-		var res BashResult
-		select {
-		case res = <-done:
-		case <-time.After(hangLimit):
-			t.Fatalf("RunBash still running %v after cancel", hangLimit)
-		}
+		res := cancelAndWait(t, cancel, done)
 		if !res.Canceled || res.Summary() != "stopped" {
 			t.Errorf("got Canceled=%v summary %q, want \"stopped\"", res.Canceled, res.Summary())
 		}

@@ -109,14 +109,7 @@ func TestAddrGuardMachineAddrs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	local := func(a netip.Addr) bool {
-		for _, p := range got {
-			if p.Contains(a) {
-				return true
-			}
-		}
-		return false
-	}
+	local := func(a netip.Addr) bool { return inPrefixes(got, a) }
 	ifaces, err := net.Interfaces()
 	if err != nil {
 		t.Fatal(err)
@@ -413,14 +406,7 @@ func fetchMachineInNetns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	has := func(a netip.Addr) bool {
-		for _, p := range local {
-			if p.Contains(a) {
-				return true
-			}
-		}
-		return false
-	}
+	has := func(a netip.Addr) bool { return inPrefixes(local, a) }
 	v4, v6 := netip.MustParseAddr(netnsV4), netip.MustParseAddr(netnsV6)
 	anyIP := netip.MustParseAddr(netnsAnyIPAddr)
 	if !has(v4) || has(anyIP) {
@@ -486,4 +472,9 @@ func refuseMachine(t *testing.T, srv *loopbackServer, hits *atomic.Int32, newFet
 			t.Errorf("upfront check %v: the server accepted %d connections, want 0 (refused before connect)", upfront, n)
 		}
 	}
+}
+
+// inPrefixes reports whether a is in one of ps.
+func inPrefixes(ps []netip.Prefix, a netip.Addr) bool {
+	return slices.ContainsFunc(ps, func(p netip.Prefix) bool { return p.Contains(a) })
 }
