@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -265,5 +266,40 @@ func TestE2EApprovalSurvivesRestart(t *testing.T) {
 	e.waitReply(owner.ID, "Counted.")
 	if b, _ := os.ReadFile(filepath.Join(e.home, "workspace", "count")); string(b) != "once\n" {
 		t.Errorf("count = %q", b)
+	}
+}
+
+// TestE2EUnpairSilencesTheTurn: after `latch unpair` the old chat hears
+// nothing of a turn that was streaming, not even the last edit that ends
+// a stopped turn's answer. The model stalls mid-answer; the unpair cuts
+// the turn; the chat gets the unpair notice and nothing else: no new
+// message, no edit. Shown to fail with the renderer under the Hub's
+// context instead of the job's out.
+func TestE2EUnpairSilencesTheTurn(t *testing.T) {
+	e := newEnv(t)
+	fake := withModel(e)
+	e.start()
+	e.pair()
+	fake.Script(anthropictest.Text("The first part of the **answer** streams, and then the rest never comes.").Chunk(10).StallAfter(5))
+	e.say(owner, "tell me everything")
+	e.waitReply(owner.ID, "The first part")
+	// Let the renderer bring the chat up to date with what streamed.
+	time.Sleep(1500 * time.Millisecond)
+	shown := func() (msgs, edits int) {
+		for _, m := range e.tg.SentTo(owner.ID) {
+			msgs++
+			edits += len(m.Edits)
+		}
+		return msgs, edits
+	}
+	msgs, edits := shown()
+	if err := e.client().Unpair(context.Background(), "telegram"); err != nil {
+		t.Fatal(err)
+	}
+	e.waitReply(owner.ID, "This chat was unpaired")
+	waitFor(t, func() bool { return e.status().Running == 0 })
+	time.Sleep(300 * time.Millisecond) // room for a last edit
+	if m, ed := shown(); m != msgs+1 || ed != edits {
+		t.Errorf("after the unpair the chat got %d messages (want only the notice) and %d edits (want none):%s", m-msgs, ed-edits, e.describeSent())
 	}
 }

@@ -177,7 +177,7 @@ func (h *Hub) runCommand(ctx context.Context, j *job, e store.Entry) {
 		h.log.Info("running command", "gateway", e.Gateway, "seq", e.Seq)
 		out := h.cfg.Shell(jobCtx, command)
 		if ctx.Err() == nil && !h.dropped(j) {
-			h.send(ctx, e.Gateway, e.ChatID, Reply{Text: out, Pre: true, ReplyTo: e.MessageID})
+			h.send(j.out, e.Gateway, e.ChatID, Reply{Text: out, Pre: true, ReplyTo: e.MessageID})
 		}
 		return false
 	})
@@ -192,6 +192,12 @@ type job struct {
 	// ctx is what the work runs under; /stop and Unlatched cancel it.
 	ctx    context.Context
 	cancel context.CancelFunc
+	// out is what the job says things to its chat under: Unlatched ends
+	// it (as does the job's end), so a chat no longer latched is sent
+	// nothing more of the job's — not even a rendered turn's last edit,
+	// which /stop (ending ctx only) still makes.
+	out  context.Context
+	mute context.CancelFunc
 	// stopped: /stop cancelled it. dropped: Unlatched did, and the chat,
 	// no longer latched, is told nothing more. ended: its work has
 	// returned. All under h.mu.
@@ -243,7 +249,7 @@ func (h *Hub) runJob(ctx context.Context, j *job, e store.Entry, steps jobSteps,
 	}
 	typed := func() {}
 	if !steps.typesItself {
-		typed = h.typing(ctx, e)
+		typed = h.typing(j.out, e)
 	}
 	if !steps.marksItself {
 		if err := h.cfg.Store.Update(func(tx *store.Tx) error { return tx.SetInboxState(e.Seq, store.Running) }); err != nil {

@@ -123,7 +123,9 @@ func (h *Hub) runningTotal() int {
 // recoverInbox handles every entry that was running when the last process
 // died: a command is never run twice — the chat is told instead; an agent
 // turn resumes once from its last completed step (the tool call that was
-// running gets "interrupted" as its result, never a second run).
+// running gets "interrupted" as its result, never a second run). A cut job
+// of a chat no longer latched (an unpair came during the shutdown) is
+// dropped without a word: an unpaired chat hears nothing more of its work.
 func (h *Hub) recoverInbox() error {
 	return h.cfg.Store.Update(func(tx *store.Tx) error {
 		var cut []store.Entry
@@ -139,6 +141,14 @@ func (h *Hub) recoverInbox() error {
 		for _, e := range cut {
 			if err := tx.DeleteInbox(e.Seq); err != nil {
 				return err
+			}
+			l, err := tx.Latch(e.Gateway)
+			if err != nil {
+				return err
+			}
+			if !latchedTo(l, e) {
+				h.log.Info("gateway unpaired; job cut by the restart dropped", "gateway", e.Gateway, "seq", e.Seq)
+				continue
 			}
 			next := store.Entry{Kind: store.KindNotice, Gateway: e.Gateway, ChatID: e.ChatID, UserID: e.UserID,
 				MessageID: e.MessageID, Text: MsgInterrupted + e.Text, Received: h.cfg.Now()}
@@ -314,6 +324,7 @@ func (h *Hub) claim(ctx context.Context, c *chat) {
 	for _, q := range c.queue {
 		if q.j != nil {
 			q.j.ctx, q.j.cancel = context.WithCancel(ctx)
+			q.j.out, q.j.mute = context.WithCancel(ctx)
 			q.j.started = time.Now()
 			c.running = q.j
 			return
@@ -362,6 +373,7 @@ func (h *Hub) work(ctx context.Context, c *chat) {
 		}
 		if q.j != nil { // c.running: claim takes jobs in queue order
 			q.j.cancel()
+			q.j.mute()
 			h.mu.Lock()
 			c.running = nil
 			h.claim(ctx, c)
@@ -383,6 +395,7 @@ func (h *Hub) retire(c *chat) (stopped *store.Entry, dropped bool) {
 			}
 		}
 		j.cancel()
+		j.mute()
 	}
 	c.running = nil
 	c.active = false
@@ -416,6 +429,7 @@ func (h *Hub) Unlatched(gateway string) {
 		if j := c.running; j != nil && !j.ended && !latchedTo(l, j.e) {
 			j.dropped = true
 			j.cancel()
+			j.mute()
 		}
 		// fresh counts entries at the end of the queue, so it must
 		// count only those of them that stay.

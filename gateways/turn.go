@@ -63,7 +63,7 @@ func (h *Hub) runTurn(ctx context.Context, j *job, e store.Entry) {
 		// loads and the start commits: runJob waits for nothing first.
 		// It is made here rather than before runJob so that a turn
 		// stopped before it starts leaves no renderer to end.
-		ev, _ := h.events(ctx, j, e)
+		ev, _ := h.events(j, e)
 		key := agent.SessionKey{Gateway: e.Gateway, Chat: e.ChatID}
 		err := h.cfg.Agent.TurnWith(jobCtx, key, e.Text, ev, hooks)
 		endEvents(ev)
@@ -79,7 +79,7 @@ func (h *Hub) runTurn(ctx context.Context, j *job, e store.Entry) {
 			return false
 		}
 		h.log.Warn("agent turn ended with an error", "gateway", e.Gateway, "err", err)
-		h.send(ctx, e.Gateway, e.ChatID, Reply{Text: turnError(err, jobCtx), ReplyTo: e.MessageID})
+		h.send(j.out, e.Gateway, e.ChatID, Reply{Text: turnError(err, jobCtx), ReplyTo: e.MessageID})
 		return false
 	})
 }
@@ -101,17 +101,17 @@ func (h *Hub) resumeTurn(ctx context.Context, j *job, e store.Entry) {
 	if h.stoppedEarly(ctx, j, e) {
 		return
 	}
-	h.send(ctx, e.Gateway, e.ChatID, Reply{Text: MsgResuming, ReplyTo: e.MessageID})
+	h.send(j.out, e.Gateway, e.ChatID, Reply{Text: MsgResuming, ReplyTo: e.MessageID})
 	h.runJob(ctx, j, e, jobSteps{}, func(jobCtx context.Context) bool {
 		key := agent.SessionKey{Gateway: e.Gateway, Chat: e.ChatID}
-		ev, _ := h.events(ctx, j, e)
+		ev, _ := h.events(j, e)
 		err := h.cfg.Agent.Resume(jobCtx, key, ev)
 		endEvents(ev)
 		if err == nil || errors.Is(err, agent.ErrNothingToResume) || ctx.Err() != nil || h.dropped(j) {
 			return false
 		}
 		h.log.Warn("resumed turn ended with an error", "gateway", e.Gateway, "err", err)
-		h.send(ctx, e.Gateway, e.ChatID, Reply{Text: turnError(err, jobCtx), ReplyTo: e.MessageID})
+		h.send(j.out, e.Gateway, e.ChatID, Reply{Text: turnError(err, jobCtx), ReplyTo: e.MessageID})
 		return false
 	})
 }
@@ -126,13 +126,13 @@ func turnError(err error, jobCtx context.Context) string {
 	return provider.Describe(err)
 }
 
-// events renders j's turn; rendered is true when the gateway does it (and
-// shows "typing…" itself).
-func (h *Hub) events(ctx context.Context, j *job, e store.Entry) (ev agent.Events, rendered bool) {
+// events renders j's turn, under j.out; rendered is true when the gateway
+// does it (and shows "typing…" itself).
+func (h *Hub) events(j *job, e store.Entry) (ev agent.Events, rendered bool) {
 	if r, ok := h.gateways[e.Gateway].(TurnRenderer); ok {
-		return r.RenderTurn(ctx, e.ChatID, e.MessageID), true
+		return r.RenderTurn(j.out, e.ChatID, e.MessageID), true
 	}
-	return &plainEvents{h: h, ctx: ctx, j: j, gateway: e.Gateway, chatID: e.ChatID, replyTo: e.MessageID}, false
+	return &plainEvents{h: h, ctx: j.out, j: j, gateway: e.Gateway, chatID: e.ChatID, replyTo: e.MessageID}, false
 }
 
 // plainEvents renders a turn as ordinary messages: one line per tool call,

@@ -185,3 +185,39 @@ func TestUnlatchedCancelsTheRunningJob(t *testing.T) {
 	f.settled(t, 1)
 	close(f.release)
 }
+
+// TestUnpairedChatIsNotToldOfACutJob: an unpair that lands while the
+// daemon shuts down leaves the chat's cut command "running" in the inbox.
+// The next start must drop it silently rather than tell the unpaired chat
+// that it was interrupted (and show it the command), as it tells a chat
+// that is still latched (TestRunningCommandIsNotRerunAfterRestart).
+func TestUnpairedChatIsNotToldOfACutJob(t *testing.T) {
+	f := newHubFixture(t, false)
+	f.ingest(t, "1", private("100", "/pair "+f.mint(t)))
+	started := make(chan struct{})
+	f.shell = func(ctx context.Context, cmd string) string {
+		close(started)
+		<-ctx.Done()
+		return "killed"
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { f.hub.Run(ctx); close(done) }()
+	f.gw.next(t) // pairing confirmation
+	f.ingest(t, "2", private("100", "!cat secret-plan"))
+	<-started
+	cancel() // shutdown cuts the command...
+	<-done
+	uf := &unpairFixture{hubFixture: f}
+	uf.unpair(t, false) // ...and the unpair commits before the next start
+
+	f.shell = func(ctx context.Context, cmd string) string { t.Errorf("ran %q after the restart", cmd); return "" }
+	f.hub = NewHub(f.hub.cfg)
+	f.run(t)
+	waitUntil(t, "the inbox empties", func() bool { return f.inboxLen(t) == 0 && f.hub.idle() })
+	f.gw.mu.Lock()
+	defer f.gw.mu.Unlock()
+	for _, r := range f.gw.sent[1:] {
+		t.Errorf("chat %s was told %q after the unpair", r.chatID, r.Text)
+	}
+}
