@@ -139,18 +139,22 @@ func (h *Hub) recoverInbox() error {
 			return err
 		}
 		for _, e := range cut {
-			if err := tx.DeleteInbox(e.Seq); err != nil {
-				return err
-			}
 			l, err := tx.Latch(e.Gateway)
 			if err != nil {
 				return err
 			}
 			if !latchedTo(l, e) {
 				h.log.Info("gateway unpaired; job cut by the restart dropped", "gateway", e.Gateway, "seq", e.Seq)
+				if err := tx.DeleteInbox(e.Seq); err != nil {
+					return err
+				}
 				continue
 			}
-			next := store.Entry{Kind: store.KindNotice, Gateway: e.Gateway, ChatID: e.ChatID, UserID: e.UserID,
+			// In place, under the cut entry's number: what the chat sent
+			// after it (while it ran, or while latch was down) still comes
+			// after it — a /stop then stops the resumed turn, and a later
+			// message does not close the turn before it resumes.
+			next := store.Entry{Seq: e.Seq, Kind: store.KindNotice, Gateway: e.Gateway, ChatID: e.ChatID, UserID: e.UserID,
 				MessageID: e.MessageID, Text: MsgInterrupted + e.Text, Received: h.cfg.Now()}
 			if h.resumable(e) {
 				next.Kind, next.Text = store.KindResume, e.Text
@@ -158,7 +162,7 @@ func (h *Hub) recoverInbox() error {
 			} else {
 				h.log.Warn("command interrupted by restart; not re-run", "gateway", e.Gateway, "seq", e.Seq)
 			}
-			if _, err := tx.AppendInbox(next); err != nil {
+			if err := tx.ReplaceInbox(next); err != nil {
 				return err
 			}
 		}

@@ -91,6 +91,21 @@ func (tx *Tx) SetInboxState(seq uint64, s State) error {
 	return tx.putJSON(bucketInbox, u64(seq), e)
 }
 
+// ReplaceInbox stores e in place of the entry with the same sequence
+// number, which must exist, in state Received: work that replaces other
+// work keeps its place in the chat's order.
+func (tx *Tx) ReplaceInbox(e Entry) error {
+	old, err := tx.InboxEntry(e.Seq)
+	if err != nil {
+		return err
+	}
+	if old == nil {
+		return fmt.Errorf("inbox entry %d missing", e.Seq)
+	}
+	e.State = Received
+	return tx.putJSON(bucketInbox, u64(e.Seq), e)
+}
+
 // DeleteInbox removes an entry (its work is done).
 func (tx *Tx) DeleteInbox(seq uint64) error {
 	return tx.delete(bucketInbox, u64(seq))

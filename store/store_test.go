@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 )
@@ -125,6 +126,25 @@ func TestInboxOrderAndStates(t *testing.T) {
 	want := []string{"b:running", "c:received"}
 	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
 		t.Errorf("inbox = %v, want %v", got, want)
+	}
+	// A replacement keeps the entry's place and starts it afresh.
+	if err := db.Update(func(tx *Tx) error {
+		return tx.ReplaceInbox(Entry{Seq: seqs[1], Kind: KindResume, Gateway: "telegram", Text: "b2", State: Running})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	got = got[:0]
+	db.View(func(tx *Tx) error {
+		return tx.ScanInbox(0, func(e Entry) bool {
+			got = append(got, e.Kind+":"+e.Text+":"+string(e.State))
+			return true
+		})
+	})
+	if want := []string{"resume:b2:received", "message:c:received"}; !slices.Equal(got, want) {
+		t.Errorf("after ReplaceInbox: inbox = %v, want %v", got, want)
+	}
+	if err := db.Update(func(tx *Tx) error { return tx.ReplaceInbox(Entry{Seq: seqs[0], Text: "gone"}) }); err == nil {
+		t.Error("ReplaceInbox stored an entry that no longer exists")
 	}
 }
 

@@ -1,0 +1,123 @@
+package gateways
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/latchd/latch/agent"
+	"github.com/latchd/latch/store"
+)
+
+// cutAgent records the turns and resumes the Hub asks of it. The turn "A"
+// marks itself started and then runs until its context ends (a shutdown
+// cuts it); every other turn completes at once.
+type cutAgent struct {
+	db *store.DB
+	mu sync.Mutex
+	// calls: "turn <text>" or "resume", in order.
+	calls []string
+}
+
+func (a *cutAgent) record(s string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.calls = append(a.calls, s)
+}
+
+func (a *cutAgent) recorded() []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return slices.Clone(a.calls)
+}
+
+func (a *cutAgent) Enabled() bool { return true }
+
+func (a *cutAgent) TurnWith(ctx context.Context, _ agent.SessionKey, text string, _ agent.Events, h agent.Hooks) error {
+	if err := a.db.Update(h.Started); err != nil {
+		return err
+	}
+	a.record("turn " + text)
+	if text == "A" {
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	return a.db.Update(h.Done)
+}
+
+func (a *cutAgent) Resume(context.Context, agent.SessionKey, agent.Events) error {
+	a.record("resume")
+	return nil
+}
+
+func (a *cutAgent) Decide(agent.SessionKey, string, agent.Decision) error { return agent.ErrNoApproval }
+func (a *cutAgent) Reset(agent.SessionKey) error                          { return nil }
+func (a *cutAgent) Status(agent.SessionKey) (agent.Status, error)         { return agent.Status{}, nil }
+
+// cutTurn pairs chat 100, has it start the turn "A", stores whatever the
+// chat sends while A runs (during), shuts the Hub down, which cuts A, and
+// stores what the chat sends while latch is down (down). It returns the
+// fixture ready to start again.
+func cutTurn(t *testing.T, during, down []string) (*hubFixture, *cutAgent) {
+	t.Helper()
+	f := newHubFixture(t, false)
+	ag := &cutAgent{db: f.db}
+	f.hub.cfg.Agent = ag
+	f.hub.cfg.ShutdownGrace = time.Millisecond
+	f.ingest(t, "1", private("100", "/pair "+f.mint(t)))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { f.hub.Run(ctx); close(done) }()
+	f.gw.next(t) // the pairing confirmation
+	f.ingest(t, "2", private("100", "A"))
+	waitUntil(t, "A runs", func() bool { return slices.Equal(ag.recorded(), []string{"turn A"}) })
+	cursor := 3
+	for _, text := range during {
+		f.ingest(t, string(rune('0'+cursor)), private("100", text))
+		cursor++
+	}
+	cancel()
+	<-done
+	for _, text := range down {
+		f.ingest(t, string(rune('0'+cursor)), private("100", text))
+		cursor++
+	}
+	f.hub = NewHub(f.hub.cfg)
+	return f, ag
+}
+
+// TestResumedTurnKeepsItsPlace: a turn a restart cut resumes before what
+// the chat sent after it. Recovery used to store the resume as a new entry
+// at the end of the inbox, so a message sent while the turn ran ran first,
+// and the turn it closed as cut short then had nothing to resume.
+func TestResumedTurnKeepsItsPlace(t *testing.T) {
+	f, ag := cutTurn(t, []string{"B"}, []string{"C"})
+	f.run(t)
+	waitUntil(t, "the inbox empties", func() bool { return f.inboxLen(t) == 0 && f.hub.idle() })
+	if got, want := ag.recorded(), []string{"turn A", "resume", "turn B", "turn C"}; !slices.Equal(got, want) {
+		t.Errorf("agent calls %q, want %q", got, want)
+	}
+}
+
+// TestStopSentWhileDownStopsTheResumedTurn: a /stop the owner sent while
+// latch was down (after the turn it means) stops that turn's resumption
+// instead of finding "Nothing is running." and letting it go on.
+func TestStopSentWhileDownStopsTheResumedTurn(t *testing.T) {
+	f, ag := cutTurn(t, nil, []string{"/stop"})
+	f.run(t)
+	waitUntil(t, "the inbox empties", func() bool { return f.inboxLen(t) == 0 && f.hub.idle() })
+	if got := ag.recorded(); !slices.Equal(got, []string{"turn A"}) {
+		t.Errorf("agent calls %q: the turn resumed after the /stop", got)
+	}
+	f.gw.mu.Lock()
+	defer f.gw.mu.Unlock()
+	var texts []string
+	for _, r := range f.gw.sent[1:] {
+		texts = append(texts, r.Text)
+	}
+	if !slices.Contains(texts, "Stopping: A") || !slices.Contains(texts, MsgStoppedBeforeStart) {
+		t.Errorf("replies after the restart %q, want the /stop answered and the turn stopped before it resumed", texts)
+	}
+}
