@@ -1,7 +1,12 @@
 package anthropic_test
 
 import (
+	"bytes"
+	"encoding/json"
+	"fmt"
 	"net/http"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/latchd/latch/agent/provider"
@@ -147,5 +152,117 @@ func TestToolResultError(t *testing.T) {
 	}
 	if res := msgs[2].Content[0]; !res.IsError || res.ResultText() != "exit status 2" {
 		t.Errorf("tool result = %+v, want is_error with the text", res)
+	}
+}
+
+// The API refuses a text block that is only whitespace, and a message
+// without content. A reply of only a line break, or a history an older
+// version stored with one, must not break every later request: blank text
+// is left out, and a message left empty says so — "(no answer)", as the
+// agent stores an empty reply — so user and assistant still alternate.
+func TestBlankTextNotSent(t *testing.T) {
+	t.Parallel()
+	c, srv := setup(t, nil)
+	srv.Script(anthropictest.Text("\n"), anthropictest.Text("ok"))
+	text := func(s string) provider.Block { return provider.Block{Type: provider.BlockText, Text: s} }
+	req := adaptertest.Ask("what is in /tmp?")
+	resp, err := c.Stream(t.Context(), req, nil)
+	if err != nil || resp.Text() != "\n" {
+		t.Fatalf("Stream = %q, %v; want a line break", resp.Text(), err)
+	}
+	req.Messages = append(req.Messages,
+		provider.Message{Role: provider.RoleAssistant, Content: resp.Content},
+		provider.Message{Role: provider.RoleUser, Content: []provider.Block{text("hello?")}},
+		provider.Message{Role: provider.RoleAssistant, Content: []provider.Block{
+			text(" \n\t"),
+			{Type: provider.BlockToolUse, ID: "toolu_1", Name: "bash", Input: json.RawMessage(`{"command":"echo"}`)},
+		}},
+		provider.Message{Role: provider.RoleUser, Content: []provider.Block{
+			{Type: provider.BlockToolResult, ID: "toolu_1", Text: "\n"},
+			text("  "),
+		}},
+		provider.Message{Role: provider.RoleAssistant, Content: []provider.Block{text("")}},
+		provider.Message{Role: provider.RoleUser, Content: []provider.Block{text("\n")}},
+		provider.Message{Role: provider.RoleAssistant, Content: []provider.Block{text("Yes?")}},
+		provider.Message{Role: provider.RoleUser, Content: []provider.Block{text("go on")}},
+	)
+	if _, err := c.Stream(t.Context(), req, nil); err != nil {
+		t.Fatalf("the next request failed: %v", err)
+	}
+	var got []string
+	for _, m := range srv.Requests()[1].Params.Messages {
+		for _, b := range m.Content {
+			got = append(got, fmt.Sprintf("%s %s %q %q", m.Role, b.Type, b.Text, b.ResultText()))
+		}
+	}
+	want := []string{
+		`user text "what is in /tmp?" ""`,
+		`assistant text "(no answer)" ""`,
+		`user text "hello?" ""`,
+		`assistant tool_use "" ""`,
+		`user tool_result "" ""`,
+		`assistant text "(no answer)" ""`,
+		`user text "(empty message)" ""`,
+		`assistant text "Yes?" ""`,
+		`user text "go on" ""`,
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("blocks sent:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// Every step of a turn sends the whole history again; cache breakpoints
+// let the API read what it has seen from its cache instead, at a tenth of
+// the price and, on most models, outside the input-tokens-per-minute
+// limit. One marks the end of the tools (or the system prompt), which stay
+// the same all session; one the end of the history, which the next step
+// sends again with a little more.
+func TestPromptCaching(t *testing.T) {
+	t.Parallel()
+	tools := []provider.Tool{{Name: "ls"}, {Name: "bash", Schema: adaptertest.BashSchema}}
+	afterTool := []provider.Message{
+		{Role: provider.RoleAssistant, Content: []provider.Block{{Type: provider.BlockToolUse, ID: "toolu_1", Name: "bash"}}},
+		{Role: provider.RoleUser, Content: []provider.Block{
+			{Type: provider.BlockToolResult, ID: "toolu_1", Text: "a.txt"},
+			{Type: provider.BlockText, Text: "\n"}, // left out: the breakpoint goes on the result
+		}},
+	}
+	tests := []struct {
+		name   string
+		edit   func(*provider.Request)
+		want   []string
+		system bool
+	}{
+		{"tools", func(r *provider.Request) { r.Tools = tools }, []string{"tools.1", "messages.0.content.0"}, true},
+		{"no tools", func(r *provider.Request) {}, []string{"system.0", "messages.0.content.0"}, true},
+		{"no tools, no system", func(r *provider.Request) { r.System = "" }, []string{"messages.0.content.0"}, false},
+		{"blank system", func(r *provider.Request) { r.System = " \n" }, []string{"messages.0.content.0"}, false},
+		{"after a tool call", func(r *provider.Request) {
+			r.Tools = tools
+			r.Messages = append(r.Messages, afterTool...)
+		}, []string{"tools.1", "messages.2.content.0"}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c, srv := setup(t, nil)
+			srv.Script(anthropictest.Text("ok"))
+			req := adaptertest.Ask("hi")
+			tt.edit(&req)
+			if _, err := c.Stream(t.Context(), req, nil); err != nil {
+				t.Fatalf("Stream: %v", err)
+			}
+			p := srv.Requests()[0].Params
+			if got := p.Breakpoints(); !slices.Equal(got, tt.want) {
+				t.Errorf("cache breakpoints at %q, want %q", got, tt.want)
+			}
+			if got := p.SystemText(); (got != "") != tt.system {
+				t.Errorf("system = %q, want one: %v", got, tt.system)
+			}
+			body := srv.Requests()[0].Body
+			if n := bytes.Count(body, []byte(`"cache_control":{"type":"ephemeral"}`)); n != len(tt.want) {
+				t.Errorf("%d cache_control of type ephemeral in the body, want %d: %s", n, len(tt.want), body)
+			}
+		})
 	}
 }

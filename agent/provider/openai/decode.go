@@ -12,6 +12,25 @@ import (
 	"github.com/latchd/latch/agent/provider/internal/adapter"
 )
 
+// chunk is a stream chunk with the error object OpenRouter adds to it: a
+// failure mid-reply comes as an ordinary chunk carrying "error" and
+// finish_reason "error". go-openai knows only OpenAI's data: {"error":…}
+// line, which Recv returns as an error, and would drop the field.
+type chunk struct {
+	goopenai.ChatCompletionStreamResponse
+	Error *goopenai.APIError `json:"error"`
+}
+
+// recv reads the next chunk of stream.
+func recv(stream *goopenai.ChatCompletionStream) (chunk, error) {
+	var ch chunk
+	raw, err := stream.RecvRaw()
+	if err != nil {
+		return ch, err
+	}
+	return ch, json.Unmarshal(raw, &ch)
+}
+
 // accumulator assembles the assistant message from stream chunks.
 type accumulator struct {
 	text     strings.Builder
@@ -59,12 +78,19 @@ func (acc *accumulator) add(chunk goopenai.ChatCompletionStreamResponse, emit fu
 // addCall adds a piece of a tool call. OpenAI sends the id and name in the
 // first piece of each call and the arguments in the pieces after it, all
 // under the call's index; some servers send a whole call at once, or leave
-// the index out, in which case a new id starts a new call.
+// the index out, in which case a new id starts a new call. A new id under
+// an index already taken starts a new call too: Ollama 0.20 sends every
+// call of a turn under index 0, each with its own id (ollama/ollama#15457),
+// and adding them up would lose all but the first, their arguments run
+// together.
 func (acc *accumulator) addCall(tc goopenai.ToolCall) {
 	var call *toolCall
 	switch {
 	case tc.Index != nil:
 		call = acc.byIndex[*tc.Index]
+		if call != nil && tc.ID != "" && call.id != "" && tc.ID != call.id {
+			call = nil
+		}
 	case len(acc.calls) > 0 && (tc.ID == "" || tc.ID == acc.calls[len(acc.calls)-1].id):
 		call = acc.calls[len(acc.calls)-1]
 	}
@@ -72,6 +98,7 @@ func (acc *accumulator) addCall(tc goopenai.ToolCall) {
 		call = &toolCall{}
 		acc.calls = append(acc.calls, call)
 		if tc.Index != nil {
+			// Pieces without an id that follow belong to the newest call.
 			acc.byIndex[*tc.Index] = call
 		}
 	}
@@ -115,9 +142,10 @@ func (acc *accumulator) partial() provider.Response {
 }
 
 // toolInput makes a tool call's arguments a JSON value. Arguments that are
-// not a JSON object — small models produce such — are kept as a JSON
-// string, so the tool fails on them with a message the model can act on,
-// and the history still shows what the model sent.
+// not a JSON object — small models produce such, and any model cut off by
+// max_tokens — are kept as a JSON string, so the tool fails on them with a
+// message the model can act on, and the history still shows what the model
+// sent. They go back to the server as {} (see arguments).
 func toolInput(args string) json.RawMessage {
 	if strings.TrimSpace(args) == "" {
 		return json.RawMessage(`{}`)
@@ -146,6 +174,20 @@ func stopReason(finish string, calls bool) string {
 		return provider.StopEndTurn
 	}
 	return finish
+}
+
+// failed is the error a chunk reports, if it reports one: an error object,
+// or finish_reason "error" — the server gave up on the reply, which must
+// not pass for a finished one. Like any stream error it is retried only
+// while nothing has reached the caller.
+func (c *Client) failed(ch chunk, acc *accumulator, model string, rec *recorder) *provider.Error {
+	switch {
+	case ch.Error != nil:
+		return c.classify(ch.Error, model, rec)
+	case acc.finish == "error":
+		return c.core.StreamBroken(model, `the reply ended with finish_reason "error"`)
+	}
+	return nil
 }
 
 // classify sorts an SDK or network error into a provider.Error. The SDK

@@ -1,6 +1,7 @@
 package openai
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -130,16 +131,19 @@ func appendMessage(out []goopenai.ChatCompletionMessage, m provider.Message) ([]
 	return out, nil
 }
 
-// arguments is a tool call's input as the arguments string the API wants.
-// An input that holds a JSON string is arguments the model sent that were
-// not a JSON object (see toolInput): they go back as the model wrote them.
+// arguments is a tool call's input as the arguments string the API wants:
+// always a JSON object. An input that is not one holds arguments the model
+// got wrong (see toolInput); they go back as {}, because compatible servers
+// parse the arguments of every call in the history and refuse the whole
+// request when one is not an object (Ollama: 400 "invalid tool call
+// arguments", vLLM: 500), which would break every later turn of the
+// session. The tool result that follows tells the model its arguments were
+// invalid. The raw text is not passed on under some key of our own: the
+// model would see a call shape no tool takes, and might copy it.
 func arguments(in json.RawMessage) string {
-	if len(in) == 0 {
+	in = bytes.TrimSpace(in)
+	if len(in) == 0 || in[0] != '{' || !json.Valid(in) {
 		return "{}"
-	}
-	var s string
-	if json.Unmarshal(in, &s) == nil {
-		return s
 	}
 	return string(in)
 }

@@ -84,3 +84,61 @@ func TestOtherErrorShapes(t *testing.T) {
 		})
 	}
 }
+
+// OpenRouter reports a failure mid-reply as an ordinary chunk with an error
+// object and finish_reason "error". It is a stream error like OpenAI's:
+// retried while nothing has reached the caller, else a partial reply —
+// never a finished answer.
+func TestErrorChunk(t *testing.T) {
+	t.Parallel()
+	const code, msg = "server_error", "Provider disconnected unexpectedly"
+	tests := []struct {
+		name     string
+		reply    openaitest.Reply
+		wantType string
+		wantMsg  string
+		wantText string
+	}{
+		{"error object", openaitest.Text("Half an answer, then nothing.").ErrorChunkAfter(2, code, msg), code, msg, "Half an an"},
+		{"finish_reason alone", openaitest.Text("Cut").FinishReason("error"), "", `finish_reason "error"`, "Cut"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c, srv := setup(t, nil)
+			srv.Script(tt.reply, openaitest.Text("again"))
+			var d adaptertest.Deltas
+			resp, err := c.Stream(t.Context(), adaptertest.Ask("hi"), d.Add)
+			var pe *provider.Error
+			if !errors.As(err, &pe) || !errors.Is(err, provider.ErrUnavailable) {
+				t.Fatalf("err = %v (stop reason %q), want ErrUnavailable", err, resp.StopReason)
+			}
+			if pe.Type != tt.wantType || !strings.Contains(pe.Message, tt.wantMsg) || pe.Status != 200 || !pe.Partial {
+				t.Errorf("err = %+v, want type %q, message %q, status 200, partial", pe, tt.wantType, tt.wantMsg)
+			}
+			if got := strings.Join(d.All(), ""); got != tt.wantText || resp.Text() != got {
+				t.Errorf("deltas %q, partial text %q, want %q", got, resp.Text(), tt.wantText)
+			}
+			if n := len(srv.Requests()); n != 1 {
+				t.Errorf("fake got %d requests, want 1: text had been delivered", n)
+			}
+		})
+	}
+}
+
+func TestErrorChunkBeforeTextRetried(t *testing.T) {
+	t.Parallel()
+	c, srv := setup(t, nil)
+	srv.Script(openaitest.Text("never seen").ErrorChunkAfter(0, "server_error", "Provider disconnected unexpectedly"), openaitest.Text("second try"))
+	var d adaptertest.Deltas
+	resp, err := c.Stream(t.Context(), adaptertest.Ask("hi"), d.Add)
+	if err != nil {
+		t.Fatalf("Stream: %v", err)
+	}
+	if got := strings.Join(d.All(), ""); got != "second try" || resp.Text() != "second try" {
+		t.Errorf("deltas %q, text %q, want only the second try", got, resp.Text())
+	}
+	if n := len(srv.Requests()); n != 2 {
+		t.Errorf("fake got %d requests, want 2", n)
+	}
+}

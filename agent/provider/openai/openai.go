@@ -155,7 +155,7 @@ func (c *Client) attempt(ctx context.Context, creq goopenai.ChatCompletionReques
 	defer stream.Close()
 	acc := newAccumulator()
 	for {
-		chunk, err := stream.Recv()
+		chunk, err := recv(stream)
 		if errors.Is(err, io.EOF) {
 			break
 		}
@@ -168,7 +168,10 @@ func (c *Client) attempt(ctx context.Context, creq goopenai.ChatCompletionReques
 			return acc.partial(), c.classify(err, model, rec)
 		}
 		a.Alive()
-		acc.add(chunk, a.Text)
+		acc.add(chunk.ChatCompletionStreamResponse, a.Text)
+		if e := c.failed(chunk, acc, model, rec); e != nil {
+			return acc.partial(), e
+		}
 	}
 	if !acc.finished {
 		return acc.partial(), c.core.StreamBroken(model, "the stream ended without a finish_reason")

@@ -292,6 +292,21 @@ func TestToolCallVariants(t *testing.T) {
 			wantStop:  provider.StopToolUse,
 		},
 		{
+			// Ollama 0.20 (ollama/ollama#15457).
+			name:      "whole calls all under index 0",
+			reply:     openaitest.ToolUse("c1", "ls", `{"path":"a"}`).AndToolUse("c2", "ls", `{"path":"b"}`).WholeToolCalls().SameToolCallIndex(),
+			wantIDs:   []string{"c1", "c2"},
+			wantInput: []string{`{"path":"a"}`, `{"path":"b"}`},
+			wantStop:  provider.StopToolUse,
+		},
+		{
+			name:      "pieces all under index 0",
+			reply:     openaitest.ToolUse("c1", "ls", `{"path":"some/long/path"}`).AndToolUse("c2", "ls", `{"path":"/"}`).SameToolCallIndex(),
+			wantIDs:   []string{"c1", "c2"},
+			wantInput: []string{`{"path":"some/long/path"}`, `{"path":"/"}`},
+			wantStop:  provider.StopToolUse,
+		},
+		{
 			name:      "pieces without index",
 			reply:     openaitest.ToolUse("c1", "ls", `{"path":"some/long/path"}`).NoToolCallIndex(),
 			wantIDs:   []string{"c1"},
@@ -355,29 +370,50 @@ func TestToolCallVariants(t *testing.T) {
 	}
 }
 
-// Arguments a model got wrong go back to it exactly as it sent them.
+// Arguments a model got wrong stay in the history as it sent them, but go
+// back to the server as {}: Ollama and vLLM (and the fake) refuse a request
+// whose history holds a call with arguments that are not a JSON object,
+// which would leave the session failing until /new.
 func TestBadArgumentsRoundTrip(t *testing.T) {
 	t.Parallel()
-	c, srv := setup(t, nil)
-	bad := `{"path": "unterminated`
-	srv.Script(openaitest.ToolUse("c1", "ls", bad), openaitest.Text("sorry"))
-	req := adaptertest.Ask("go")
-	resp, err := c.Stream(t.Context(), req, nil)
-	if err != nil {
-		t.Fatal(err)
+	tests := []struct{ name, args, finish string }{
+		{"cut by max tokens", `{"path": "big.py", "content": "import os\n`, "length"},
+		{"two objects run together", `{"path":"a"}{"path":"b"}`, ""},
+		{"not an object", `["a","b"]`, ""},
+		{"not JSON", `path=a`, ""},
 	}
-	req.Messages = append(req.Messages,
-		provider.Message{Role: provider.RoleAssistant, Content: resp.Content},
-		provider.Message{Role: provider.RoleUser, Content: []provider.Block{{Type: provider.BlockToolResult, ID: "c1", IsError: true}}},
-	)
-	if _, err := c.Stream(t.Context(), req, nil); err != nil {
-		t.Fatal(err)
-	}
-	msgs := srv.Requests()[1].Params.Messages
-	if got := msgs[2].ToolCalls[0].Function.Arguments; got != bad {
-		t.Errorf("arguments sent back = %q, want %q", got, bad)
-	}
-	if got := msgs[3].Text(); got != "Error: " {
-		t.Errorf("empty error result = %q, want the error marker", got)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c, srv := setup(t, nil)
+			srv.Script(openaitest.ToolUse("c1", "ls", tt.args).FinishReason(tt.finish), openaitest.Text("sorry"))
+			req := adaptertest.Ask("go")
+			resp, err := c.Stream(t.Context(), req, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			uses := resp.ToolUses()
+			if len(uses) != 1 {
+				t.Fatalf("tool uses = %+v, want one", uses)
+			}
+			var kept string
+			if err := json.Unmarshal(uses[0].Input, &kept); err != nil || kept != tt.args {
+				t.Errorf("input kept = %s, want the arguments as a JSON string", uses[0].Input)
+			}
+			req.Messages = append(req.Messages,
+				provider.Message{Role: provider.RoleAssistant, Content: resp.Content},
+				provider.Message{Role: provider.RoleUser, Content: []provider.Block{{Type: provider.BlockToolResult, ID: "c1", IsError: true}}},
+			)
+			if _, err := c.Stream(t.Context(), req, nil); err != nil {
+				t.Fatalf("the next request failed: %v", err)
+			}
+			msgs := srv.Requests()[1].Params.Messages
+			if got := msgs[2].ToolCalls[0].Function.Arguments; got != "{}" {
+				t.Errorf("arguments sent back = %q, want {}", got)
+			}
+			if got := msgs[3].Text(); got != "Error: " {
+				t.Errorf("empty error result = %q, want the error marker", got)
+			}
+		})
 	}
 }

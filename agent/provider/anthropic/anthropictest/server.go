@@ -13,7 +13,9 @@
 // /v1/models/{id}) for the models set with Models. It checks the
 // credential (x-api-key or Authorization: Bearer), the anthropic-version
 // header and, like the API, that every tool_result answers a tool_use of
-// the previous message; it records every request it receives.
+// the previous message, that no text block is empty or only whitespace,
+// and that cache_control breakpoints are at most four, of type ephemeral
+// and on blocks that can be cached; it records every request it receives.
 package anthropictest
 
 import (

@@ -25,6 +25,8 @@ type Reply struct {
 	chunk      int
 	wholeCalls bool
 	noIndex    bool
+	sameIndex  bool
+	errorChunk bool // the error fault is OpenRouter's error chunk
 }
 
 type block struct {
@@ -75,6 +77,10 @@ func (r Reply) WholeToolCalls() Reply { r.wholeCalls = true; return r }
 // NoToolCallIndex leaves "index" out of tool calls, as some servers do.
 func (r Reply) NoToolCallIndex() Reply { r.noIndex = true; return r }
 
+// SameToolCallIndex sends every tool call under index 0, each with its own
+// id, as Ollama 0.20 does (ollama/ollama#15457).
+func (r Reply) SameToolCallIndex() Reply { r.sameIndex = true; return r }
+
 // Delay holds back the response — status line included — for d: a slow
 // first byte.
 func (r Reply) Delay(d time.Duration) Reply { r.faults.Delay = d; return r }
@@ -98,6 +104,16 @@ func (r Reply) StallAfter(n int) Reply { r.faults = r.faults.StallAfter(n); retu
 // sent, as OpenAI does when a stream fails, and ends the response.
 func (r Reply) ErrorAfter(n int, errType, message string) Reply {
 	r.faults = r.faults.ErrorAfter(n, errType, message)
+	return r
+}
+
+// ErrorChunkAfter sends, once n content chunks have been sent, the chunk
+// by which OpenRouter reports a failure mid-reply — a chat.completion.chunk
+// with a top-level {"error":{"code":code,"message":message}} and
+// finish_reason "error" — and ends the response.
+func (r Reply) ErrorChunkAfter(n int, code, message string) Reply {
+	r.faults = r.faults.ErrorAfter(n, code, message)
+	r.errorChunk = true
 	return r
 }
 

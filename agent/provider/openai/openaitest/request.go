@@ -122,6 +122,9 @@ func validate(r ChatRequest) *apiError {
 			if !m.hasContent() && len(m.ToolCalls) == 0 {
 				return invalid(fmt.Sprintf("messages.[%d].content", i), "Invalid value for 'content': expected a string, got null.")
 			}
+			if err := checkArguments(m, i); err != nil {
+				return err
+			}
 			if err := checkAnswered(r.Messages, i); err != nil {
 				return err
 			}
@@ -139,6 +142,20 @@ func validate(r ChatRequest) *apiError {
 	for i, t := range r.Tools {
 		if t.Type != "function" || t.Function.Name == "" {
 			return invalid(fmt.Sprintf("tools[%d].function.name", i), "Missing required parameter: 'tools[0].function.name'.")
+		}
+	}
+	return nil
+}
+
+// checkArguments checks that the arguments of each tool call of message i
+// are a JSON object, as Ollama and vLLM do (OpenAI takes any string): they
+// parse the calls of the whole history, so one bad call refuses every
+// request that carries it.
+func checkArguments(m Message, i int) *apiError {
+	for j, c := range m.ToolCalls {
+		var obj map[string]json.RawMessage
+		if json.Unmarshal([]byte(c.Function.Arguments), &obj) != nil || obj == nil {
+			return invalid(fmt.Sprintf("messages.[%d].tool_calls.[%d].function.arguments", i, j), "invalid tool call arguments")
 		}
 	}
 	return nil

@@ -7,10 +7,12 @@
 // chat.completion.chunk events (content in pieces, tool calls with their
 // arguments split over several chunks, finish_reason, a usage chunk when
 // asked for, data: [DONE]), or an HTTP error in OpenAI's error shape.
-// Replies can be slowed, stalled, cut or broken by an error event part-way.
-// The fake checks the Bearer key — or, started with an empty key, accepts
-// any request, like a local server — and, like OpenAI, that tool messages
-// answer the tool calls before them; it records every request it receives.
+// Replies can be slowed, stalled, cut or broken part-way by an error event,
+// in OpenAI's shape or OpenRouter's. The fake checks the Bearer key — or,
+// started with an empty key, accepts any request, like a local server —
+// and, like OpenAI, that tool messages answer the tool calls before them
+// and, like Ollama and vLLM, that tool call arguments are JSON objects; it
+// records every request it receives.
 package openaitest
 
 import (

@@ -136,6 +136,8 @@ func TestErrorsInAPIShape(t *testing.T) {
 		{"orphan tool message", `{"model":"m","stream":true,"messages":[{"role":"tool","tool_call_id":"c","content":"out"}]}`, "Bearer " + key, 400, "", "preceeding message with 'tool_calls'"},
 		{"unanswered call", `{"model":"m","stream":true,"messages":[{"role":"assistant","tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{}"}}]},{"role":"user","content":"?"}]}`,
 			"Bearer " + key, 400, "", "did not have response messages: c1"},
+		{"arguments not an object", `{"model":"m","stream":true,"messages":[{"role":"assistant","tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{\"a\":1}{\"b\":2}"}}]},{"role":"tool","tool_call_id":"c1","content":"out"}]}`,
+			"Bearer " + key, 400, "", "invalid tool call arguments"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -161,6 +163,32 @@ func TestErrorsInAPIShape(t *testing.T) {
 				t.Errorf("401 repeats the whole key: %q", body.Error.Message)
 			}
 		})
+	}
+}
+
+// OpenRouter's report of a failure mid-reply: after the content sent so
+// far, a chunk with an error object and finish_reason "error", and no
+// [DONE].
+func TestErrorChunkShape(t *testing.T) {
+	t.Parallel()
+	srv := openaitest.New(key)
+	defer srv.Close()
+	srv.Script(openaitest.Text("Hello world").ErrorChunkAfter(1, "server_error", "Provider disconnected"))
+	resp := post(t, srv, `{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`, "Bearer "+key)
+	data := readData(t, resp.Body)
+	if len(data) != 3 {
+		t.Fatalf("got %d data lines, want the role chunk, one content chunk and the error chunk: %q", len(data), data)
+	}
+	var last struct {
+		chunk
+		Error struct{ Code, Message string } `json:"error"`
+	}
+	if err := json.Unmarshal([]byte(data[2]), &last); err != nil {
+		t.Fatal(err)
+	}
+	if last.Object != "chat.completion.chunk" || len(last.Choices) != 1 || last.Choices[0].FinishReason == nil ||
+		*last.Choices[0].FinishReason != "error" || last.Error.Code != "server_error" || last.Error.Message != "Provider disconnected" {
+		t.Errorf("error chunk = %s", data[2])
 	}
 }
 

@@ -90,6 +90,9 @@ func (g *gen) add(v map[string]any, content bool) {
 // toolCall adds the chunks of one tool call: id and name first, then the
 // arguments in pieces, or all at once for WholeToolCalls.
 func (g *gen) toolCall(index int, b block) {
+	if g.reply.sameIndex {
+		index = 0
+	}
 	call := func(fields map[string]any) {
 		if !g.reply.noIndex {
 			fields["index"] = index
@@ -116,13 +119,29 @@ func data(b []byte, content bool) fakeapi.Event {
 // and carries out the reply's faults.
 func (s *Server) stream(w http.ResponseWriter, r *http.Request, id string, req Request, reply Reply) {
 	h := reply.faults.Halt
+	fail := errorBody(h.Type, "", h.Message)
+	if reply.errorChunk {
+		fail = errorChunk(id, req.Params.Model, h.Type, h.Message)
+	}
 	s.api.Stream(w, r, fakeapi.Stream{
 		Header: reply.faults.Header,
 		Events: events(reply, req, id),
 		// OpenRouter's keep-alive while a model is slow.
 		KeepAlive: ": keep-alive\n\n",
-		Error:     data(errorBody(h.Type, "", h.Message), false).Text,
+		Error:     data(fail, false).Text,
 		Halt:      h,
 		Pause:     reply.faults.Pause,
 	})
+}
+
+// errorChunk is how OpenRouter reports a failure mid-reply: a chunk like
+// the others, but with an error object beside the choices and
+// finish_reason "error".
+func errorChunk(id, model, code, message string) []byte {
+	g := &gen{id: id, model: model, created: time.Now().Unix()}
+	c := g.delta(map[string]any{"content": ""}, "error")
+	c["provider"] = "openai"
+	c["error"] = map[string]any{"code": code, "message": message}
+	b, _ := json.Marshal(c)
+	return b
 }
