@@ -119,9 +119,13 @@ func (a *Agent) now() time.Time {
 	return time.Now()
 }
 
-// Decide answers a pending approval of key's chat.
+// Decide answers a pending approval of key's chat. A request that no turn
+// waits for at the moment — latch restarted and the resumed turn has not
+// got back to it yet — is answered all the same if the session still
+// records it as waiting: the decision is stored with it, and the resumed
+// turn applies it.
 func (a *Agent) Decide(key SessionKey, id string, d Decision) error {
-	return a.approvals.decide(key, id, d)
+	return a.approvals.decide(key, id, d, func(id string) error { return a.decideStored(key, id, d) })
 }
 
 // Reset starts a fresh conversation for key.
@@ -170,9 +174,13 @@ func (a *Agent) TurnWith(ctx context.Context, key SessionKey, text string, ev Ev
 	if err != nil {
 		return err
 	}
-	// An earlier turn that was cut and not resumed ends here.
+	// An earlier turn that was cut and not resumed ends here, and so does
+	// what its last step recorded: a call of the new turn may reuse an id
+	// (call_0 … for servers that send none) and must not pass for the old
+	// step's, nor an old decision apply to it.
 	s.repair()
 	s.closeTurn(noteRestart)
+	s.Running, s.Waiting, s.Results = nil, nil, nil
 	s.Messages = append(s.Messages, provider.Message{Role: provider.RoleUser,
 		Content: []provider.Block{{Type: provider.BlockText, Text: text}}})
 	if h.Started != nil {
@@ -227,8 +235,9 @@ func (a *Agent) Resume(ctx context.Context, key SessionKey, ev Events) error {
 	}
 	if uses := s.danglingToolUses(); len(uses) > 0 {
 		// The step was cut while its tool calls ran or waited for the
-		// owner: finish it (started calls are reported, not re-run).
-		if err := a.runTools(ctx, key, s, uses, ev); err != nil {
+		// owner: finish it (finished calls keep their results, started
+		// ones are reported, none is run again).
+		if err := a.runTools(ctx, key, s, uses, ev, true); err != nil {
 			if !shuttingDown(ctx) {
 				s.closeTurn("(the owner stopped this turn)")
 				a.save(key, s)
@@ -297,10 +306,15 @@ func (a *Agent) steps(ctx context.Context, key SessionKey, s *session, ev Events
 			ev.Final(resp.Text())
 			return nil
 		}
+		if outputCut(resp.StopReason) {
+			// Saved with the step, so a resumed step does not run them
+			// either.
+			s.Results = append(s.Results, cutCalls(uses)...)
+		}
 		if err := a.save(key, s); err != nil {
 			return err
 		}
-		if err := a.runTools(ctx, key, s, uses, ev); err != nil {
+		if err := a.runTools(ctx, key, s, uses, ev, false); err != nil {
 			return err
 		}
 	}
@@ -343,19 +357,37 @@ func (a *Agent) callStarting(ctx context.Context, first *firstCall, ev Events) (
 
 // runTools runs the tool calls of the last assistant message and appends
 // their results. Each call is recorded as started (and each approval as
-// waiting) in the saved session before anything happens, so after a crash
-// a started call is reported, never re-run, and a waiting approval is asked
-// again with the same id — its buttons keep working.
-func (a *Agent) runTools(ctx context.Context, key SessionKey, s *session, uses []provider.Block, ev Events) error {
+// waiting) in the saved session before anything happens, and its result
+// is saved before the next call begins, so after a crash a finished call
+// keeps its result, a started one is reported, never re-run, and a waiting
+// approval is asked again with the same id — its buttons keep working.
+// resumed says the step was begun by an earlier process, which showed the
+// results it saved.
+func (a *Agent) runTools(ctx context.Context, key SessionKey, s *session, uses []provider.Block, ev Events, resumed bool) error {
 	results := make([]provider.Block, 0, len(uses))
 	for _, u := range uses {
-		results = append(results, a.callTool(ctx, key, s, u, ev))
-		if shuttingDown(ctx) {
-			return ErrShutdown
+		r, ok := s.result(u.ID)
+		if ok && !resumed {
+			// Before a step runs, only a call the output limit cut has a
+			// result.
+			ev.ToolFinished(toolCall(u), ToolResult{Err: errCutOff})
 		}
+		if !ok {
+			r = a.callTool(ctx, key, s, u, ev)
+			if shuttingDown(ctx) {
+				// The shutdown may have cut this call: it stays running
+				// or waiting, for the next start.
+				return ErrShutdown
+			}
+			s.Results = append(s.Results, r)
+			if err := a.save(key, s); err != nil {
+				return err
+			}
+		}
+		results = append(results, r)
 	}
 	s.Messages = append(s.Messages, provider.Message{Role: provider.RoleUser, Content: results})
-	s.Running, s.Waiting = nil, nil
+	s.Running, s.Waiting, s.Results = nil, nil, nil
 	if err := a.save(key, s); err != nil {
 		return err
 	}
@@ -381,7 +413,7 @@ func (a *Agent) count(s *session, u provider.Usage) {
 // callTool applies the policy, asks when it must, runs the tool and turns
 // the outcome into a tool_result block.
 func (a *Agent) callTool(ctx context.Context, key SessionKey, s *session, u provider.Block, ev Events) provider.Block {
-	call := ToolCall{ID: u.ID, Name: u.Name, Summary: Summary(u.Name, u.Input)}
+	call := toolCall(u)
 	result := func(text string, isErr bool) provider.Block {
 		return provider.Block{Type: provider.BlockToolResult, ID: u.ID, Text: text, IsError: isErr}
 	}
@@ -392,7 +424,11 @@ func (a *Agent) callTool(ctx context.Context, key SessionKey, s *session, u prov
 		return result(noteInterrupted, true)
 	}
 	if reason, ok := a.permit(ctx, key, s, u.ID, call, ApprovalDetail(u.Name, u.Input), ev); !ok {
-		ev.ToolFinished(call, ToolResult{Denied: true, Err: errors.New(reason)})
+		if !shuttingDown(ctx) {
+			// At shutdown the request stays pending, to be answered
+			// after the restart: nothing was denied.
+			ev.ToolFinished(call, ToolResult{Denied: true, Err: errors.New(reason)})
+		}
 		return result(reason, true)
 	}
 	s.Running = append(s.Running, u.ID)
@@ -413,6 +449,10 @@ func (a *Agent) callTool(ctx context.Context, key SessionKey, s *session, u prov
 		out = "(no output)"
 	}
 	return result(out, false)
+}
+
+func toolCall(u provider.Block) ToolCall {
+	return ToolCall{ID: u.ID, Name: u.Name, Summary: Summary(u.Name, u.Input)}
 }
 
 // permit says whether the call may run; when it may not, reason is what the
@@ -440,6 +480,9 @@ func (a *Agent) permit(ctx context.Context, key SessionKey, s *session, useID st
 		s.Waiting = make(map[string]waitingApproval)
 	}
 	s.Waiting[useID] = w
+	// The save also brings in a decision Decide stored for w while no turn
+	// waited for it (the owner pressed while latch was down): registered
+	// first, w is now answered either there or through ch.
 	if err := a.save(key, s); err != nil {
 		return "not run: " + err.Error(), false
 	}
@@ -452,6 +495,12 @@ func (a *Agent) permit(ctx context.Context, key SessionKey, s *session, useID st
 			a.save(key, s)
 		}
 	}()
+	if d := s.Waiting[useID].Decision; d != "" {
+		return a.decided(key, call.Name, d)
+	}
+	// Asked again after a restart, the request is not shown a second time:
+	// the one already in the chat keeps its buttons until pressed, and
+	// they answer it by id.
 	if !again {
 		ev.Approval(Approval{ID: w.ID, Tool: call.Name, Summary: call.Summary, Detail: detail})
 	}
@@ -459,19 +508,7 @@ func (a *Agent) permit(ctx context.Context, key SessionKey, s *session, useID st
 	defer timer.Stop()
 	select {
 	case d := <-ch:
-		switch d {
-		case Always:
-			a.mu.Lock()
-			if a.always[key] == nil {
-				a.always[key] = make(map[string]bool)
-			}
-			a.always[key][call.Name] = true
-			a.mu.Unlock()
-			return "", true
-		case Approve:
-			return "", true
-		}
-		return "denied: the owner declined this call", false
+		return a.decided(key, call.Name, d)
 	case <-timer.C:
 		return fmt.Sprintf("denied: the owner did not answer within %v", a.cfg.ApprovalTimeout), false
 	case <-ctx.Done():

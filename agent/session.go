@@ -36,6 +36,9 @@ type session struct {
 	Running []string `json:"running,omitempty"`
 	// Waiting holds the current step's approval requests by tool_use id.
 	Waiting map[string]waitingApproval `json:"waiting,omitempty"`
+	// Results holds the results of the current step's calls that ended,
+	// in the order they did, until the step's results are appended.
+	Results []provider.Block `json:"results,omitempty"`
 
 	gen   string // the stored conversation's generation (sessionMeta.Gen)
 	first uint64 // sequence number of Messages[0]
@@ -53,6 +56,9 @@ type sessionMeta struct {
 	Tokens  map[string]int             `json:"tokens,omitempty"`
 	Running []string                   `json:"running,omitempty"`
 	Waiting map[string]waitingApproval `json:"waiting,omitempty"`
+	// Results are the current step's results so far; absent (as in
+	// sessions stored before it existed) means none.
+	Results []provider.Block `json:"results,omitempty"`
 	// Kept is the size in bytes of the stored messages, so a save knows
 	// when old turns are due to go without reading them.
 	Kept int `json:"kept"`
@@ -90,12 +96,17 @@ func (a *Agent) remember(key SessionKey, s *session) {
 type waitingApproval struct {
 	ID      string    `json:"id"`
 	Expires time.Time `json:"expires"`
+	// Decision is the owner's answer, given while no turn waited for the
+	// request (see Agent.Decide); "" while there is none.
+	Decision Decision `json:"decision,omitempty"`
 }
 
 // Notes the agent writes into the history so the model knows what happened.
 const (
 	noteInterrupted = "interrupted by a restart of latch; it was not run again"
 	noteRestart     = "(this turn was cut short by a restart of latch)"
+	noteCutOff      = "not run: your answer reached the output token limit while you wrote this call, so its input is incomplete. " +
+		"Send it again in smaller pieces (for a long file: write part of it, then add the rest with further calls)."
 )
 
 // History bounds. The store keeps at most keepHigh × ContextBudget of a
@@ -133,7 +144,7 @@ func (a *Agent) load(key SessionKey) (*session, error) {
 		if err := json.Unmarshal(info.Meta, &m); err != nil {
 			return fmt.Errorf("meta: %w", err)
 		}
-		s.Started, s.Tokens, s.Running, s.Waiting, s.kept, s.gen = m.Started, m.Tokens, m.Running, m.Waiting, m.Kept, m.Gen
+		s.Started, s.Tokens, s.Running, s.Waiting, s.Results, s.kept, s.gen = m.Started, m.Tokens, m.Running, m.Waiting, m.Results, m.Kept, m.Gen
 		s.next, s.first = info.Next, info.Next
 		if c, ok := a.cached(key); ok && c.gen == m.Gen && c.next == info.Next && len(c.msgs) > 0 {
 			// Unchanged since this process saved it. The kept tail starts
@@ -233,6 +244,9 @@ func (a *Agent) saveWith(key SessionKey, s *session, also func(*store.Tx) error)
 		if err != nil {
 			return err
 		}
+		if found {
+			s.keepDecisions(info.Meta)
+		}
 		if s.legacy || found && info.Next != s.next || !found && s.next != 1 {
 			gen = newGen()
 			// Not the conversation s was loaded from as it is stored:
@@ -283,8 +297,38 @@ func (a *Agent) saveWith(key SessionKey, s *session, also func(*store.Tx) error)
 }
 
 func (s *session) metaRecord(kept int, gen string) []byte {
-	raw, _ := json.Marshal(sessionMeta{Started: s.Started, Tokens: s.Tokens, Running: s.Running, Waiting: s.Waiting, Kept: kept, Gen: gen})
+	raw, _ := json.Marshal(sessionMeta{Started: s.Started, Tokens: s.Tokens, Running: s.Running, Waiting: s.Waiting, Results: s.Results, Kept: kept, Gen: gen})
 	return raw
+}
+
+// keepDecisions copies into s.Waiting the decisions that the stored meta
+// record holds for its requests and s does not: Decide stores one for a
+// request no turn waits for, and the save of a turn that loaded the
+// session before must not drop it.
+func (s *session) keepDecisions(meta []byte) {
+	if len(s.Waiting) == 0 {
+		return
+	}
+	var m struct {
+		Waiting map[string]waitingApproval `json:"waiting"`
+	}
+	if json.Unmarshal(meta, &m) != nil {
+		return
+	}
+	for use, w := range s.Waiting {
+		if st := m.Waiting[use]; w.Decision == "" && st.ID == w.ID && st.Decision != "" {
+			s.Waiting[use] = st
+		}
+	}
+}
+
+// result returns the saved result of the current step's call id.
+func (s *session) result(id string) (provider.Block, bool) {
+	i := slices.IndexFunc(s.Results, func(r provider.Block) bool { return r.ID == id })
+	if i < 0 {
+		return provider.Block{}, false
+	}
+	return s.Results[i], true
 }
 
 func newGen() string { return hex.EncodeToString(binary.BigEndian.AppendUint64(nil, rand.Uint64())) }
@@ -345,9 +389,9 @@ func dropOldTurns(tx *store.Tx, key string, atLeast int, limit uint64) (cut uint
 	return cut, freed, tx.DropSessionBefore(key, cut)
 }
 
-// repair makes a history that a crash cut valid again: a tool call without
-// a result gets "interrupted" as its result — it is never re-run; the model
-// reads that and decides what to do next when the turn resumes.
+// repair makes a history that a crash cut valid again: a tool call gets
+// the result saved when it ended, or else "interrupted" — it is never
+// re-run; the model reads that and decides what to do next.
 func (s *session) repair() {
 	n := len(s.Messages)
 	if n == 0 || s.Messages[n-1].Role != provider.RoleAssistant {
@@ -355,9 +399,14 @@ func (s *session) repair() {
 	}
 	var results []provider.Block
 	for _, b := range s.Messages[n-1].Content {
-		if b.Type == provider.BlockToolUse {
-			results = append(results, provider.Block{Type: provider.BlockToolResult, ID: b.ID, Text: noteInterrupted, IsError: true})
+		if b.Type != provider.BlockToolUse {
+			continue
 		}
+		r, ok := s.result(b.ID)
+		if !ok {
+			r = provider.Block{Type: provider.BlockToolResult, ID: b.ID, Text: noteInterrupted, IsError: true}
+		}
+		results = append(results, r)
 	}
 	if results != nil {
 		s.Messages = append(s.Messages, provider.Message{Role: provider.RoleUser, Content: results})
