@@ -226,6 +226,14 @@ var ErrNothingToResume = errors.New("nothing to resume")
 // tool call that was running gets "interrupted by a restart" as its result
 // and the model decides what to do next.
 func (a *Agent) Resume(ctx context.Context, key SessionKey, ev Events) error {
+	return a.ResumeWith(ctx, key, ev, Hooks{})
+}
+
+// ResumeWith is Resume with the caller's hooks. Only Done applies (the
+// turn started long ago): it runs in the transaction that saves the
+// resumed turn's answer, so the caller's record of the resumption ends
+// with it — a crash cannot leave an answered turn looking cut.
+func (a *Agent) ResumeWith(ctx context.Context, key SessionKey, ev Events, h Hooks) error {
 	if a.cfg.Provider == nil {
 		return errors.New("no model is configured")
 	}
@@ -248,7 +256,7 @@ func (a *Agent) Resume(ctx context.Context, key SessionKey, ev Events) error {
 	if !s.unfinished() {
 		return ErrNothingToResume
 	}
-	return a.run(ctx, key, s, ev, nil, nil)
+	return a.run(ctx, key, s, ev, h.Done, nil)
 }
 
 // run runs steps and saves the session, closing the turn on an error —

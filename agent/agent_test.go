@@ -384,6 +384,52 @@ func TestResumeContinuesFromLastStep(t *testing.T) {
 	}
 }
 
+// TestResumeDoneHookCommitsWithTheAnswer: ResumeWith's Done runs in the
+// transaction that stores the resumed turn's answer — after an error it
+// does not run, and a failing hook fails the resume.
+func TestResumeDoneHookCommitsWithTheAnswer(t *testing.T) {
+	f := newFixture(t, nil)
+	cut := func() {
+		s, _ := f.agent.load(chat)
+		s.Messages = append(s.Messages,
+			provider.Message{Role: provider.RoleUser, Content: []provider.Block{{Type: provider.BlockText, Text: "build it"}}},
+			provider.Message{Role: provider.RoleAssistant, Content: []provider.Block{{Type: provider.BlockToolUse, ID: "toolu_x", Name: ToolBash, Input: []byte(`{"command":"make"}`)}}})
+		s.Running = []string{"toolu_x"}
+		f.agent.save(chat, s)
+	}
+	done := func() (n uint64) {
+		f.db.View(func(tx *store.Tx) (err error) { n, err = tx.Counter("test", "done"); return err })
+		return n
+	}
+	hooks := Hooks{Done: func(tx *store.Tx) error { return tx.Incr("test", "done", 1) }}
+	ctx := context.Background()
+
+	cut()
+	f.fake.Script(anthropictest.APIError(400, "invalid_request_error", "bad"))
+	if err := New(f.cfg).ResumeWith(ctx, chat, &recorder{}, hooks); err == nil {
+		t.Fatal("the provider's error was lost")
+	}
+	if n := done(); n != 0 {
+		t.Fatal("done ran after an error")
+	}
+
+	cut()
+	f.fake.Script(anthropictest.Text("Built."))
+	if err := New(f.cfg).ResumeWith(ctx, chat, &recorder{}, hooks); err != nil {
+		t.Fatal(err)
+	}
+	if n := done(); n != 1 {
+		t.Fatalf("done committed %d times with the answer, want 1", n)
+	}
+
+	cut()
+	f.fake.Script(anthropictest.Text("Built again."))
+	failing := Hooks{Done: func(*store.Tx) error { return errors.New("disk full") }}
+	if err := New(f.cfg).ResumeWith(ctx, chat, &recorder{}, failing); err == nil {
+		t.Error("a failed done hook was not reported")
+	}
+}
+
 // TestApprovalSurvivesRestart: a request waiting for the owner when the
 // process died is asked again with the same id after the restart, so the
 // button already in the chat works; once decided it is gone, never applied

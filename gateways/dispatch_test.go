@@ -121,7 +121,7 @@ func (a *lifecycleAgent) saw(s string) bool {
 	defer a.mu.Unlock()
 	return slices.Contains(a.seen, s)
 }
-func (a *lifecycleAgent) Resume(context.Context, agent.SessionKey, agent.Events) error {
+func (a *lifecycleAgent) ResumeWith(context.Context, agent.SessionKey, agent.Events, agent.Hooks) error {
 	return agent.ErrNothingToResume
 }
 func (a *lifecycleAgent) Decide(agent.SessionKey, string, agent.Decision) error { return nil }

@@ -144,4 +144,6 @@ func TestFilesLandInTheWorkspaceInbox(t *testing.T) {
 	}
 }
 
-func (a *decidingAgent) Resume(context.Context, agent.SessionKey, agent.Events) error { return nil }
+func (a *decidingAgent) ResumeWith(context.Context, agent.SessionKey, agent.Events, agent.Hooks) error {
+	return nil
+}

@@ -391,7 +391,9 @@ func TestWedgedLoopStopsHeartbeat(t *testing.T) {
 	}
 }
 
-func (a *stuckAgent) Resume(context.Context, agent.SessionKey, agent.Events) error { return nil }
+func (a *stuckAgent) ResumeWith(context.Context, agent.SessionKey, agent.Events, agent.Hooks) error {
+	return nil
+}
 
 // TestPlainApprovalShowsEveryLine: a gateway without its own renderer gets
 // the call's detail, every line, not the clipped one-line summary.

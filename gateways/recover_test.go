@@ -47,9 +47,15 @@ func (a *cutAgent) TurnWith(ctx context.Context, _ agent.SessionKey, text string
 	return a.db.Update(h.Done)
 }
 
-func (a *cutAgent) Resume(context.Context, agent.SessionKey, agent.Events) error {
+// ResumeWith answers at once, storing the answer as the agent does: in a
+// transaction with the Hub's Done hook, which deletes the entry.
+func (a *cutAgent) ResumeWith(_ context.Context, _ agent.SessionKey, _ agent.Events, h agent.Hooks) error {
 	a.record("resume")
-	return nil
+	if h.Done == nil {
+		a.record("resume without a Done hook")
+		return nil
+	}
+	return a.db.Update(h.Done)
 }
 
 func (a *cutAgent) Decide(agent.SessionKey, string, agent.Decision) error { return agent.ErrNoApproval }
@@ -98,6 +104,27 @@ func TestResumedTurnKeepsItsPlace(t *testing.T) {
 	waitUntil(t, "the inbox empties", func() bool { return f.inboxLen(t) == 0 && f.hub.idle() })
 	if got, want := ag.recorded(), []string{"turn A", "resume", "turn B", "turn C"}; !slices.Equal(got, want) {
 		t.Errorf("agent calls %q, want %q", got, want)
+	}
+}
+
+// TestResumedTurnEndsWithItsAnswer: the resumed turn's entry is deleted in
+// the transaction that stores its answer, as a turn's is, not after it: a
+// crash between the two would make the next start report the answered
+// turn as cut.
+func TestResumedTurnEndsWithItsAnswer(t *testing.T) {
+	f, ag := cutTurn(t, nil, nil)
+	handled := func() (n uint64) {
+		f.db.View(func(tx *store.Tx) (err error) { n, err = tx.Counter("telegram", CounterHandled); return err })
+		return n
+	}
+	before := handled()
+	f.run(t)
+	waitUntil(t, "the inbox empties", func() bool { return f.inboxLen(t) == 0 && f.hub.idle() })
+	if got := ag.recorded(); !slices.Equal(got, []string{"turn A", "resume"}) {
+		t.Errorf("agent calls %q", got)
+	}
+	if n := handled() - before; n != 1 {
+		t.Errorf("the resumed turn was counted %d times, want once", n)
 	}
 }
 

@@ -19,7 +19,9 @@ type Agent interface {
 	// in the transaction that stores the user's message and delete it in
 	// the one that stores the answer.
 	TurnWith(ctx context.Context, key agent.SessionKey, text string, ev agent.Events, h agent.Hooks) error
-	Resume(ctx context.Context, key agent.SessionKey, ev agent.Events) error
+	// ResumeWith continues a turn a restart cut; the Hub's Done hook
+	// deletes the inbox entry in the transaction that stores the answer.
+	ResumeWith(ctx context.Context, key agent.SessionKey, ev agent.Events, h agent.Hooks) error
 	Decide(key agent.SessionKey, id string, d agent.Decision) error
 	Reset(key agent.SessionKey) error
 	Status(key agent.SessionKey) (agent.Status, error)
@@ -102,12 +104,19 @@ func (h *Hub) resumeTurn(ctx context.Context, j *job, e store.Entry) {
 		return
 	}
 	h.send(j.out, e.Gateway, e.ChatID, Reply{Text: MsgResuming, ReplyTo: e.MessageID})
+	// The answer and the entry's deletion are stored together, as a
+	// turn's are: a crash between the two would report the answered turn
+	// as cut after the next start.
+	hooks := agent.Hooks{Done: func(tx *store.Tx) error { return finishTx(tx, e, true) }}
 	h.runJob(ctx, j, e, jobSteps{}, func(jobCtx context.Context) bool {
 		key := agent.SessionKey{Gateway: e.Gateway, Chat: e.ChatID}
 		ev, _ := h.events(j, e)
-		err := h.cfg.Agent.Resume(jobCtx, key, ev)
+		err := h.cfg.Agent.ResumeWith(jobCtx, key, ev, hooks)
 		endEvents(ev)
-		if err == nil || errors.Is(err, agent.ErrNothingToResume) || ctx.Err() != nil || h.dropped(j) {
+		switch {
+		case err == nil:
+			return true // deleted with the answer
+		case errors.Is(err, agent.ErrNothingToResume) || ctx.Err() != nil || h.dropped(j):
 			return false
 		}
 		h.log.Warn("resumed turn ended with an error", "gateway", e.Gateway, "err", err)
