@@ -2,9 +2,11 @@ package discord
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/latchd/latch/agent"
 	"github.com/latchd/latch/gateways"
@@ -174,4 +176,99 @@ func TestApprovalShowsEveryLine(t *testing.T) {
 			t.Errorf("a clipped request lost its head or tail: %q", req.Text())
 		}
 	}
+}
+
+// TestApprovalFitsOneMessage: details whose escaping grows them (runs of
+// backticks get zero-width spaces so they cannot close the code block)
+// are clipped after escaping, so the request fits Discord's 2000
+// characters and shows — with its buttons, as much of the detail as fits
+// and the notice of what is left out — and pressing a button leaves the
+// block and the notice whole.
+func TestApprovalFitsOneMessage(t *testing.T) {
+	srv := newFake(t)
+	g, _ := started(t, srv)
+	sink := newSink("")
+	run(t, g, sink)
+	tests := []struct {
+		name, detail string
+		clipped      bool
+	}{
+		{"1500 backticks", strings.Repeat("`", 1500), true},
+		{"5000 backticks", strings.Repeat("`", 5000), true},
+		{"fences and text", strings.Repeat("a```", 375), false}, // 1875 escaped: fits
+		{"more fences and text", strings.Repeat("a```", 400), true},
+		{"fence lines", strings.Repeat("```\n", 600), true},
+		{"just over", strings.Repeat("x", maxContent), true},
+		{"wide runes", strings.Repeat("🙂`", 1200), true},
+		{"long tool, fence", "```" + strings.Repeat("`", 1990), true},
+	}
+	for _, tt := range tests {
+		name, detail := tt.name, tt.detail
+		t.Run(name, func(t *testing.T) {
+			in := srv.SendDM(alice, "clean up")
+			tool := "bash"
+			if strings.HasPrefix(name, "long tool") {
+				tool = strings.Repeat("*_", 100)
+			}
+			ev := g.RenderTurn(testContext(t), in.ChannelID, in.ID)
+			ev.Approval(agent.Approval{ID: "k3x9p", Tool: tool, Summary: "clipped", Detail: detail})
+			ev.(interface{ End() }).End()
+			req, ok := lastSent(srv, in.ChannelID)
+			if !ok || len(req.Buttons()) != 3 {
+				t.Fatalf("the approval request was not shown (last message %+v); calls %+v", req, srv.Calls(discordtest.RouteCreateMessage))
+			}
+			text := req.Text()
+			if n := utf8.RuneCountInString(text); n > maxContent-maxOutcome {
+				t.Errorf("request is %d characters, want room for the outcome within %d", n, maxContent)
+			}
+			body, ok := strings.CutPrefix(text[strings.Index(text, "\n"):], "\n```\n")
+			if !ok {
+				t.Fatalf("no code block after the first line: %q", text)
+			}
+			shown, notice, _ := strings.Cut(body, "\n```")
+			if strings.Contains(shown, "```") {
+				t.Errorf("the detail can close the block: %q", shown)
+			}
+			if want := "characters are left out above. Approving runs them too."; strings.Contains(notice, want) != tt.clipped {
+				t.Errorf("after the block %q; want a notice of what is left out: %v", notice, tt.clipped)
+			}
+			if !tt.clipped && shown != escapeFences(detail) {
+				t.Errorf("a detail that fits shows as %q", shown)
+			}
+			var left int
+			if tt.clipped {
+				fmt.Sscanf(notice, "\n⚠️ Too long to show whole: %d characters", &left)
+				plain := strings.ReplaceAll(shown, "\u200b", "")
+				plain = strings.Replace(plain, fmt.Sprintf("\n… %d characters not shown …\n", left), "", 1)
+				if n := utf8.RuneCountInString(plain); n+left != utf8.RuneCountInString(detail) {
+					t.Errorf("shows %d characters and says %d are left out, of %d", n, left, utf8.RuneCountInString(detail))
+				}
+			}
+			if n := utf8.RuneCountInString(shown); n < 1500 {
+				t.Errorf("only %d characters of the detail shown, want most of the message", n)
+			}
+
+			press, err := srv.PressButton(alice, in.ChannelID, req.ID, "approve:k3x9p")
+			if err != nil {
+				t.Fatal(err)
+			}
+			cb := gateways.Callback{ID: press.ID + ":" + srv.Bot().ID + ":" + press.Token, Data: "approve:k3x9p", MessageID: req.ID}
+			if err := g.AnswerCallback(testContext(t), in.ChannelID, cb, "", "✓ approved for this session"); err != nil {
+				t.Fatal(err)
+			}
+			after, _ := lastSent(srv, in.ChannelID)
+			if want := text + "\n\n✓ approved for this session"; after.Text() != want {
+				t.Errorf("after the press the request shows\n%q\nwant it whole with the outcome", after.Text())
+			}
+		})
+	}
+}
+
+// lastSent is the last message the bot sent to a channel.
+func lastSent(srv *discordtest.Server, ch string) (discordtest.Sent, bool) {
+	sent := srv.SentTo(ch)
+	if len(sent) == 0 {
+		return discordtest.Sent{}, false
+	}
+	return sent[len(sent)-1], true
 }

@@ -16,9 +16,13 @@ const maxTracked = 8
 // asks for the messages after it.
 //
 // Which channel is the latched one is the Hub's business, not the
-// adapter's; but the Hub answers only that chat (and pairing attempts), so
-// a channel latch sent to is "answered" and kept over the others when the
-// list is full.
+// adapter's; but the Hub answers only that chat and pairing attempts, and
+// runs agent turns (RenderTurn) only in that chat. So a channel latch sent
+// to is "answered", one a turn was rendered in is the owner's, and when
+// the list is full the owner's channels go last, answered ones before
+// them, the others first: strangers who were told their code was wrong
+// can never push the latched chat out, which would lose what its owner
+// sends while latch is down.
 type cursor struct {
 	Channels []mark `json:"channels"`
 }
@@ -28,7 +32,19 @@ type mark struct {
 	Last     string `json:"last"`            // snowflake of the last message handled
 	Guild    string `json:"guild,omitempty"` // guild id; "" for a DM
 	Answered bool   `json:"answered,omitempty"`
+	Owner    bool   `json:"owner,omitempty"` // a turn was rendered here
 	last     uint64
+}
+
+// keep ranks how long a channel stays in a full cursor.
+func (m mark) keep() int {
+	switch {
+	case m.Owner:
+		return 2
+	case m.Answered:
+		return 1
+	}
+	return 0
 }
 
 // parseCursor reads a stored cursor; ok is false if it is not one.
@@ -81,7 +97,8 @@ func (c cursor) seen(channel string, id uint64) bool {
 }
 
 // advance records id as handled in channel (never moving back), making
-// room by forgetting the least recently active channel, answered ones last.
+// room by forgetting the least recently active channel, answered ones
+// after the others and the owner's last.
 func (c *cursor) advance(channel, guild string, id uint64) {
 	for i := range c.Channels {
 		if c.Channels[i].ID == channel {
@@ -100,19 +117,25 @@ func (c *cursor) advance(channel, guild string, id uint64) {
 func (c *cursor) evict() {
 	victim := -1
 	for i, m := range c.Channels {
-		if victim < 0 || m.Answered != c.Channels[victim].Answered && !m.Answered ||
-			m.Answered == c.Channels[victim].Answered && m.last < c.Channels[victim].last {
+		if victim < 0 {
+			victim = i
+			continue
+		}
+		v := c.Channels[victim]
+		if m.keep() < v.keep() || m.keep() == v.keep() && m.last < v.last {
 			victim = i
 		}
 	}
 	c.Channels = slices.Delete(c.Channels, victim, victim+1)
 }
 
-// markAnswered flags the channels latch sent to.
+// markAnswered flags the channels latch sent to (the keys of channels),
+// and as the owner's those whose value is true.
 func (c *cursor) markAnswered(channels map[string]bool) {
 	for i := range c.Channels {
-		if channels[c.Channels[i].ID] {
+		if owner, ok := channels[c.Channels[i].ID]; ok {
 			c.Channels[i].Answered = true
+			c.Channels[i].Owner = c.Channels[i].Owner || owner
 		}
 	}
 }

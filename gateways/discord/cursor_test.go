@@ -32,3 +32,37 @@ func TestCursor(t *testing.T) {
 		t.Error("the empty cursor does not round-trip")
 	}
 }
+
+// TestCursorKeepsOwnersChannel: strangers who were all answered (told
+// their pairing code was wrong) fill the cursor; the channel a turn was
+// rendered in — the latched chat — is never the one to go, however long
+// its owner has been quiet.
+func TestCursorKeepsOwnersChannel(t *testing.T) {
+	var c cursor
+	c.advance("owner", "", 1)
+	c.markAnswered(map[string]bool{"owner": true})
+	for i := range 3 * maxTracked {
+		ch := fmt.Sprint("stranger", i)
+		c.advance(ch, "", uint64(100+i))
+		c.markAnswered(map[string]bool{ch: false})
+	}
+	if c.last("owner") != 1 || len(c.Channels) != maxTracked {
+		t.Errorf("cursor = %+v, want the owner's channel kept among %d", c.Channels, maxTracked)
+	}
+	back, _ := parseCursor(c.encode())
+	back.advance("new", "", 5000)
+	if back.last("owner") != 1 {
+		t.Errorf("after a round trip the owner's channel went: %+v", back.Channels)
+	}
+	// Should every channel be an owner's (the chat was latched anew many
+	// times), the least recently active one goes.
+	var all cursor
+	for i := range maxTracked + 1 {
+		ch := fmt.Sprint("owner", i)
+		all.advance(ch, "", uint64(10+i))
+		all.markAnswered(map[string]bool{ch: true})
+	}
+	if all.last("owner0") != 0 || all.last("owner1") != 11 {
+		t.Errorf("cursor of owners = %+v, want the oldest gone", all.Channels)
+	}
+}

@@ -10,7 +10,10 @@
 // duplicates and dropped; on start-up, and whenever the gateway had to
 // start a new session instead of resuming, the channels in the cursor are
 // backfilled from their history (messages after the cursor, in order)
-// before live messages go on.
+// before live messages go on. A backfill outlasts rate limits and outages
+// (it waits and asks again); a channel leaves the cursor only when Discord
+// says latch lost access to it, and the latched chat's channel is the
+// last to make room for another.
 //
 // The bot token travels in a header and in the IDENTIFY payload, never in a
 // URL; but discordgo's errors carry the request (header included) and its
@@ -120,7 +123,7 @@ type Gateway struct {
 	appID    string // the application's id, from READY
 	info     gateways.Info
 	readies  int                     // READY events seen: the first is Start's
-	answered map[string]bool         // channels sent to since the cursor last noted them
+	answered map[string]bool         // channels sent to since the cursor last noted them; true: the owner's (markOwner)
 	pairs    map[string]*pendingPair // /pair uses waiting for the Hub's reply, by interaction id
 	texts    textMemory              // content of recent messages with buttons
 	typing   *typing.Gate            // leaves out "typing…" while the last one shows
@@ -158,7 +161,7 @@ func New(cfg Config, log *slog.Logger) *Gateway {
 		cfg: cfg,
 		log: log,
 		http: &http.Client{
-			Transport: transport,
+			Transport: noteTransport{transport},
 			// A redirect would carry the Authorization header on; Discord's
 			// API does not redirect.
 			CheckRedirect: func(*http.Request, []*http.Request) error {

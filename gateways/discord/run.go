@@ -289,25 +289,43 @@ func (r *runner) ingest(ctx context.Context, next cursor, msgs []gateways.Messag
 
 // backfill fetches, for every channel of the cursor, the messages after
 // the last one handled, oldest first, and stores them page by page. A
-// channel latch can no longer read is forgotten. It returns an error only
-// for a token Discord no longer accepts.
+// channel latch has lost access to is forgotten; one whose history fails
+// otherwise is kept for the next backfill. It returns an error only for a
+// token Discord no longer accepts.
 func (r *runner) backfill(ctx context.Context) error {
 	for _, ch := range slices.Clone(r.cur.Channels) {
 		err := r.backfillChannel(ctx, ch)
 		switch {
+		case err == nil:
 		case ctx.Err() != nil:
 			return nil
 		case isAPI(err, http.StatusUnauthorized, 0):
 			r.g.log.Error("Discord rejected the bot token; stopping", "err", err)
 			return ErrUnauthorized
-		case err != nil:
+		case lostAccess(err):
 			r.g.log.Warn("cannot read a channel's history any more; forgetting it", "channel_id", ch.ID, "err", err)
 			next := r.cur.clone()
 			next.forget(ch.ID)
 			r.ingest(ctx, next, nil)
+		default:
+			r.g.log.Error("reading a channel's history failed; keeping it for the next backfill",
+				"channel_id", ch.ID, "err", err)
 		}
 	}
 	return nil
+}
+
+// Discord's error codes for a channel latch can no longer read.
+const (
+	codeUnknownChannel = 10003 // 404: deleted
+	codeMissingAccess  = 50001 // 403: the bot left the server or lost View Channel
+)
+
+// lostAccess reports whether err says the channel is gone for latch, so
+// its history will never come: only then may the cursor forget it, or
+// messages sent while latch was down would never be fetched.
+func lostAccess(err error) bool {
+	return isAPI(err, http.StatusNotFound, codeUnknownChannel) || isAPI(err, http.StatusForbidden, codeMissingAccess)
 }
 
 func (r *runner) backfillChannel(ctx context.Context, ch mark) error {
@@ -357,13 +375,14 @@ func (r *runner) backfillChannel(ctx context.Context, ch mark) error {
 }
 
 // history reads one page of a channel's messages after an id, oldest
-// first. Transient errors are retried until ctx ends; a 4xx other than 429
-// is returned.
+// first. A read is safe to make again, so whatever may go away by itself
+// — a 429, a 5xx, no answer at all — is retried until ctx ends, waiting as
+// a 429 asks or with back-off; any other answer of Discord's is returned.
 func (r *runner) history(ctx context.Context, channel string, after uint64) ([]*discordgo.Message, error) {
 	bo := r.g.newBackoff()
 	for {
 		var page []*discordgo.Message
-		err := r.g.call(ctx, requestTimeout, nil, func(opts ...discordgo.RequestOption) (err error) {
+		err := r.g.attempt(ctx, requestTimeout, nil, func(opts ...discordgo.RequestOption) (err error) {
 			page, err = r.s.ChannelMessages(channel, pageSize, "", formatID(after), "", opts...)
 			return err
 		})
@@ -378,10 +397,13 @@ func (r *runner) history(ctx context.Context, channel string, after uint64) ([]*
 			return page, nil
 		case ctx.Err() != nil:
 			return nil, ctx.Err()
-		case errors.As(err, &apiErr) && apiErr.Status >= 400 && apiErr.Status < 500:
+		case errors.As(err, &apiErr) && !transient(err):
 			return nil, err
 		}
 		d := bo.Next()
+		if apiErr != nil && apiErr.Status == http.StatusTooManyRequests {
+			d = rateLimitWait(apiErr, &bo)
+		}
 		r.g.log.Warn("reading a channel's history failed; retrying", "channel_id", channel, "err", err, "retry_in", d)
 		if !retry.Sleep(ctx, d) {
 			return nil, ctx.Err()
@@ -400,11 +422,21 @@ func cmpUint(a, b uint64) int {
 }
 
 // markAnswered notes that latch sent to a channel; the cursor keeps such
-// channels longest.
+// channels over the others.
 func (g *Gateway) markAnswered(channel string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if len(g.answered) < maxQueue {
+	if _, ok := g.answered[channel]; !ok && len(g.answered) < maxQueue {
+		g.answered[channel] = false
+	}
+}
+
+// markOwner notes that a turn is rendered in a channel: the latched chat,
+// which the cursor keeps longest.
+func (g *Gateway) markOwner(channel string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if _, ok := g.answered[channel]; ok || len(g.answered) < maxQueue {
 		g.answered[channel] = true
 	}
 }

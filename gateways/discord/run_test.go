@@ -284,3 +284,118 @@ func mustID(t *testing.T, id string) uint64 {
 	}
 	return n
 }
+
+// TestRunBackfillOutlastsTransientErrors: the history route fails, for
+// longer than any one call retries, the ways that go away by themselves —
+// 429s (one of them global), a 500, 502s, a dropped connection — and then
+// answers. The backfill keeps the channel throughout and stores what was
+// sent while latch was down exactly once, before the live message.
+func TestRunBackfillOutlastsTransientErrors(t *testing.T) {
+	srv := newFake(t)
+	ch := srv.DMChannel(alice)
+	first := srv.AddDMHistory(alice, "stored before")
+	cursor := fmt.Sprintf(`{"channels":[{"id":%q,"last":%q,"answered":true}]}`, ch, first.ID)
+	srv.AddDMHistory(alice, "sent while down")
+	faults := []discordtest.Fault{
+		{Status: 429, RetryAfter: 0.01, Times: maxAttempts + 2},
+		{Status: 429, RetryAfter: 0.01, Global: true},
+		{Status: 500},
+		{Status: 502, Times: 4}, // discordgo tries a 502 four times itself
+		{Hangup: true},
+	}
+	srv.Inject(discordtest.RouteMessages, faults...)
+	g, _ := started(t, srv)
+	sink := newSink(cursor)
+	run(t, g, sink)
+	sink.waitStored(t, 1)
+	srv.SendDM(alice, "live after")
+	got := sink.waitStored(t, 2)
+	if want := []string{"sent while down", "live after"}; !slices.Equal(texts(got), want) {
+		t.Errorf("stored %q, want %q", texts(got), want)
+	}
+	for i, c := range sink.ingestCalls() {
+		if cur, _ := parseCursor(c.cursor); cur.last(ch) == 0 {
+			t.Errorf("Ingest call %d stored cursor %s: the channel was forgotten", i, c.cursor)
+		}
+	}
+	if n, want := srv.Count(discordtest.RouteMessages), maxAttempts+2+1+1+4+1+1; n != want {
+		t.Errorf("%d history requests, want %d: every fault, then the page", n, want)
+	}
+}
+
+// TestRunKeepsLatchedChannelInCursor: after the owner's turn, strangers
+// who each got an answer (a refused pairing code) fill the cursor; the
+// owner's channel stays in it, so what they send while latch is down is
+// still backfilled.
+func TestRunKeepsLatchedChannelInCursor(t *testing.T) {
+	srv := newFake(t)
+	g, _ := started(t, srv)
+	sink := newSink("")
+	run(t, g, sink)
+	in := srv.SendDM(alice, "hello")
+	sink.waitStored(t, 1)
+	ev := g.RenderTurn(testContext(t), in.ChannelID, in.ID)
+	ev.Final("hi")
+	ev.(interface{ End() }).End()
+	stored := 1
+	for i := range maxTracked {
+		u := discordtest.User{ID: fmt.Sprintf("3100000000000000%02d", i), Username: fmt.Sprint("stranger", i)}
+		m := srv.SendDM(u, "/pair WRONG-CODE")
+		stored++
+		sink.waitStored(t, stored)
+		if _, err := g.Send(testContext(t), m.ChannelID, gateways.Reply{Text: "That code is not valid.", ReplyTo: m.ID}); err != nil {
+			t.Fatal(err)
+		}
+		srv.SendDM(u, "/pair WRONG-AGAIN") // its Ingest notes the answer
+		stored++
+		sink.waitStored(t, stored)
+	}
+	c, _ := parseCursor(sink.storedCursor())
+	if c.last(in.ChannelID) != mustID(t, in.ID) {
+		t.Errorf("cursor %s lost the latched channel %s", sink.storedCursor(), in.ChannelID)
+	}
+}
+
+// TestRunForgetsOnlyLostChannels: a channel leaves the cursor only when
+// Discord says latch lost it (403 Missing Access, 404 Unknown Channel);
+// any other refusal of its history keeps it for the next backfill, so
+// nothing sent there while latch was down is given up on.
+func TestRunForgetsOnlyLostChannels(t *testing.T) {
+	tests := []struct {
+		name   string
+		fault  discordtest.Fault
+		forget bool
+	}{
+		{"missing access", discordtest.Fault{Status: 403, Code: 50001, Message: "Missing Access"}, true},
+		{"unknown channel", discordtest.Fault{Status: 404, Code: 10003, Message: "Unknown Channel"}, true},
+		{"missing permissions", discordtest.Fault{Status: 403, Code: 50013, Message: "Missing Permissions"}, false},
+		{"a proxy's 404", discordtest.Fault{Status: 404, Body: "<html>Not Found</html>"}, false},
+		{"invalid form body", discordtest.Fault{Status: 400, Code: 50035, Message: "Invalid Form Body"}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := newFake(t)
+			ch := srv.DMChannel(alice)
+			first := srv.AddDMHistory(alice, "stored before")
+			cursor := fmt.Sprintf(`{"channels":[{"id":%q,"last":%q}]}`, ch, first.ID)
+			srv.Inject(discordtest.RouteMessages, tt.fault)
+			g, logs := started(t, srv)
+			sink := newSink(cursor)
+			run(t, g, sink)
+			if tt.forget {
+				eventually(t, "the channel to be forgotten", func() bool { return sink.storedCursor() == "" })
+				return
+			}
+			eventually(t, "the failure to be logged", func() bool {
+				return len(logs.lines("history", ch, "keeping it")) > 0 || len(logs.lines("history", ch, "forgetting it")) > 0
+			})
+			srv.SendDM(alice, "live")
+			sink.waitStored(t, 1)
+			for i, c := range sink.ingestCalls() {
+				if cur, _ := parseCursor(c.cursor); cur.last(ch) == 0 {
+					t.Errorf("Ingest call %d stored cursor %q: the channel was forgotten", i, c.cursor)
+				}
+			}
+		})
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"github.com/latchd/latch/gateways"
@@ -120,6 +121,50 @@ func TestSendWaitsOutRateLimits(t *testing.T) {
 	srv.Inject(discordtest.RouteCreateMessage, discordtest.Fault{Status: 429, RetryAfter: 0.01, Times: -1})
 	if _, err := g.Send(testContext(t), ch, gateways.Reply{Text: "hello"}); !isAPI(err, 429, 0) {
 		t.Errorf("Send = %v, want the 429 after %d attempts", err, maxAttempts)
+	}
+}
+
+// TestRateLimitWithoutJSONBody: a 429 that is not Discord's own (a
+// Cloudflare page: no JSON body, at most a Retry-After header) is waited
+// out as its header asks, else for at least a second, and the call made
+// again.
+func TestRateLimitWithoutJSONBody(t *testing.T) {
+	tests := []struct {
+		name       string
+		retryAfter string
+		wantWait   time.Duration
+	}{
+		{"no Retry-After", "", minBlindWait},
+		{"Retry-After", "2", 2 * time.Second},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := newFake(t)
+			g, logs := started(t, srv)
+			ch := srv.DMChannel(alice)
+			f := discordtest.Fault{Status: 429, Body: "<html><h1>Error 1015</h1> You are being rate limited</html>"}
+			if tt.retryAfter != "" {
+				f.Headers = map[string]string{"Retry-After": tt.retryAfter}
+			}
+			srv.Inject(discordtest.RouteCreateMessage, f)
+			start := time.Now()
+			if _, err := g.Send(testContext(t), ch, gateways.Reply{Text: "hello"}); err != nil {
+				t.Fatalf("Send = %v, want success after the 429", err)
+			}
+			calls := srv.Calls(discordtest.RouteCreateMessage)
+			if len(calls) != 2 {
+				t.Fatalf("%d requests, want the 429 then the retry", len(calls))
+			}
+			if gap := calls[1].Time.Sub(calls[0].Time); gap < tt.wantWait {
+				t.Errorf("retried after %v, want at least %v", gap, tt.wantWait)
+			}
+			if time.Since(start) > tt.wantWait+5*time.Second {
+				t.Errorf("Send took %v, want about %v", time.Since(start), tt.wantWait)
+			}
+			if len(logs.lines("rate limited by Discord")) != 1 {
+				t.Errorf("the wait was not logged; logs:\n%s", logs)
+			}
+		})
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+	"unicode/utf8"
 
 	"github.com/bwmarrin/discordgo"
 
@@ -28,9 +29,13 @@ type turnTiming struct {
 var defaultTiming = turnTiming{typing: 8 * time.Second, idle: time.Minute}
 
 const (
-	// maxDetail bounds what an approval request shows of a call, well
-	// inside one message; maxLineSummary bounds a tool line's summary.
-	maxDetail      = 1500
+	// maxOutcome is the room an approval request leaves in its message for
+	// the outcome AnswerCallback appends ("✓ approved for this session"),
+	// so that appending it never clips the request.
+	maxOutcome = 64
+	// maxToolName bounds the tool's name in an approval request.
+	maxToolName = 64
+	// maxLineSummary bounds a tool line's summary.
 	maxLineSummary = 120
 	maxLineError   = 200
 )
@@ -51,7 +56,10 @@ const (
 // it and the answer goes on in a new one, so that when the step ends the
 // messages are exactly those Send would have sent. Each tool call is a
 // line that turns into ✓ or ✗ when it ends, an approval request is a
-// message with Approve / Always / Deny buttons, files are uploaded.
+// message with Approve / Always / Deny buttons, files are uploaded. A
+// message or final edit of the answer that fails transiently (a 5xx, no
+// answer) is made up to three times; a part that still cannot be
+// delivered is followed by a notice saying so.
 // "typing…" shows while the turn runs and no approval waits. No message
 // or edit pings anyone or unfurls a link.
 //
@@ -67,6 +75,7 @@ func (g *Gateway) RenderTurn(ctx context.Context, chatID, replyTo string) agent.
 		g.log.Warn("turn for an invalid channel id; nothing will be shown", "channel_id", chatID)
 		return turnrender.Discard(errors.New("discord: invalid channel id " + chatID))
 	}
+	g.markOwner(chatID) // only the latched chat has turns
 	d := &delivery{g: g, chatID: chatID, log: g.log.With("channel_id", chatID)}
 	if _, ok := snowflake(replyTo); ok {
 		d.replyTo = replyTo
@@ -105,22 +114,12 @@ func (d *delivery) EditLine(ctx context.Context, id, line string) error {
 // Approval sends the request with Approve / Always / Deny buttons; should
 // the id make a custom_id too long, the text commands stand in for them.
 func (d *delivery) Approval(ctx context.Context, a agent.Approval) error {
-	text := "🔐 Allow **" + escapeMarkdown(a.Tool) + "**?"
-	detail := a.Detail
-	if detail == "" {
-		detail = a.Summary
-	}
-	if detail != "" {
-		shown, left := agent.ClipMiddle(detail, maxDetail)
-		text += "\n" + fence + "\n" + escapeFences(shown) + "\n" + fence
-		if left > 0 {
-			text += fmt.Sprintf("\n⚠️ Too long to show whole: %d characters are left out above. Approving runs them too.", left)
-		}
-	}
-	m := newMessage(text)
+	var commands string
 	if len(dataApprove+a.ID) > maxCustomID {
-		m.Content += fmt.Sprintf("\n/approve %s · /always %s · /deny %s", a.ID, a.ID, a.ID)
-	} else {
+		commands = fmt.Sprintf("\n/approve %s · /always %s · /deny %s", a.ID, a.ID, a.ID)
+	}
+	m := newMessage(approvalText(a, commands))
+	if commands == "" {
 		m.Components = []discordgo.MessageComponent{discordgo.ActionsRow{Components: []discordgo.MessageComponent{
 			discordgo.Button{Label: "Approve", Style: discordgo.SuccessButton, CustomID: dataApprove + a.ID},
 			discordgo.Button{Label: "Always", Style: discordgo.PrimaryButton, CustomID: dataAlways + a.ID},
@@ -132,6 +131,55 @@ func (d *delivery) Approval(ctx context.Context, a agent.Approval) error {
 		d.g.texts.remember(id, m.Content)
 	}
 	return err
+}
+
+// approvalText is an approval request: the tool, the call's detail in a
+// code block, and commands (the text commands, or ""). The detail is
+// clipped in the middle to what fits once escaped — escapeFences can make
+// a run of backticks two thirds longer — in one message with room left for
+// the outcome; a note under the block says how much is left out.
+func approvalText(a agent.Approval, commands string) string {
+	text := "🔐 Allow **" + escapeMarkdown(clipRunes(a.Tool, maxToolName)) + "**?"
+	detail := a.Detail
+	if detail == "" {
+		detail = a.Summary
+	}
+	if detail == "" {
+		return text + commands
+	}
+	const open, closing = "\n" + fence + "\n", "\n" + fence
+	room := maxContent - maxOutcome - utf8.RuneCountInString(text+open+closing+commands)
+	if esc := escapeFences(detail); utf8.RuneCountInString(esc) <= room {
+		return text + open + esc + closing + commands
+	}
+	// The note is measured as if nothing were shown: left is never more.
+	room -= utf8.RuneCountInString(leftOutNote(utf8.RuneCountInString(detail)))
+	shown, left := clipEscaped(detail, room)
+	if shown == "" {
+		return text + leftOutNote(left) + commands
+	}
+	return text + open + shown + closing + leftOutNote(left) + commands
+}
+
+// clipEscaped returns the longest middle-clip of s (agent.ClipMiddle)
+// that is at most room code points once escaped, escaped, and how many
+// code points of s it leaves out; "" and all of them if none fits.
+func clipEscaped(s string, room int) (shown string, left int) {
+	left = utf8.RuneCountInString(s)
+	for lo, hi := 0, room; lo <= hi; {
+		n := lo + (hi-lo)/2
+		clipped, l := agent.ClipMiddle(s, n)
+		if esc := escapeFences(clipped); utf8.RuneCountInString(esc) <= room {
+			shown, left, lo = esc, l, n+1
+		} else {
+			hi = n - 1
+		}
+	}
+	return shown, left
+}
+
+func leftOutNote(left int) string {
+	return fmt.Sprintf("\n⚠️ Too long to show whole: %d characters are left out above. Approving runs them too.", left)
 }
 
 // File uploads a file.

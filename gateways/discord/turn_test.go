@@ -2,6 +2,7 @@ package discord
 
 import (
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -80,5 +81,80 @@ func TestRenderTurnEndWithoutFinal(t *testing.T) {
 	sent := srv.SentTo(in.ChannelID)
 	if len(sent) != 1 || sent[0].Content != "partial answer" || sent[0].ReplyTo != in.ID {
 		t.Errorf("sent %+v, want the partial answer once, threaded", sent)
+	}
+}
+
+// TestAnswerOutlastsServerErrors: a 500 and a dropped connection on the
+// second message of a three-message answer, then on its final edit: the
+// call is made again, so every message arrives, in order, as Send would
+// have cut it.
+func TestAnswerOutlastsServerErrors(t *testing.T) {
+	srv := newFake(t)
+	g, _ := started(t, srv)
+	in := srv.SendDM(alice, "write an essay")
+	text := essay(5000)
+	want := render(replyOf(text))
+	if len(want) != 3 {
+		t.Fatalf("the essay is %d messages, want 3", len(want))
+	}
+	srv.Inject(discordtest.RouteCreateMessage, discordtest.Fault{}, discordtest.Fault{Status: 500}, discordtest.Fault{Hangup: true})
+	ev := g.RenderTurn(testContext(t), in.ChannelID, in.ID)
+	ev.Text(text)
+	ev.Final(text)
+	ev.(interface{ End() }).End()
+	if got := shownIn(srv, in.ChannelID); !slices.Equal(got, want) {
+		t.Errorf("shown %d messages %.80q…, want the %d chunks", len(got), got, len(want))
+	}
+	if n := srv.Count(discordtest.RouteCreateMessage); n != 5 {
+		t.Errorf("%d message creations, want 5: 3 and 2 more tries", n)
+	}
+
+	// An edit to the final text.
+	in = srv.SendDM(alice, "and?")
+	ev = g.RenderTurn(testContext(t), in.ChannelID, in.ID)
+	ev.Text("Let me look")
+	if _, err := srv.WaitSent(testContext(t), func(s discordtest.Sent) bool { return s.Content == "Let me look" }); err != nil {
+		t.Fatal(err)
+	}
+	srv.Inject(discordtest.RouteEditMessage, discordtest.Fault{Status: 503, Times: 2})
+	ev.Text(" — found it.")
+	ev.Final("Let me look — found it.")
+	ev.(interface{ End() }).End()
+	if got := shownIn(srv, in.ChannelID); got[len(got)-1] != "Let me look — found it." {
+		t.Errorf("the answer shows %q, want it edited to its final text", got[len(got)-1])
+	}
+}
+
+// TestAnswerSaysWhatIsLost: a message of an answer that cannot be
+// delivered — a 500 that persists, or a 4xx, which is not tried again —
+// is not dropped silently: a notice says part of the answer is missing.
+func TestAnswerSaysWhatIsLost(t *testing.T) {
+	tests := []struct {
+		name    string
+		fault   discordtest.Fault
+		creates int
+	}{
+		{"persistent 500", discordtest.Fault{Status: 500, Times: answerTries}, 2 + answerTries},
+		{"400", discordtest.Fault{Status: 400, Code: 50035, Message: "Invalid Form Body"}, 3},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := newFake(t)
+			g, _ := started(t, srv)
+			in := srv.SendDM(alice, "write an essay")
+			text := essay(5000)
+			want := render(replyOf(text))
+			srv.Inject(discordtest.RouteCreateMessage, discordtest.Fault{}, tt.fault)
+			ev := g.RenderTurn(testContext(t), in.ChannelID, in.ID)
+			ev.Text(text)
+			ev.Final(text)
+			ev.(interface{ End() }).End()
+			if got := shownIn(srv, in.ChannelID); !slices.Equal(got, []string{want[0], undeliveredNotice}) {
+				t.Errorf("shown %.80q, want the first chunk and the notice", got)
+			}
+			if n := srv.Count(discordtest.RouteCreateMessage); n != tt.creates {
+				t.Errorf("%d message creations, want %d", n, tt.creates)
+			}
+		})
 	}
 }

@@ -2,12 +2,14 @@ package discord
 
 import (
 	"context"
+	"net/http"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/latchd/latch/agent"
 	"github.com/latchd/latch/gateways"
+	"github.com/latchd/latch/gateways/internal/retry"
 	"github.com/latchd/latch/gateways/internal/turnrender"
 )
 
@@ -21,8 +23,21 @@ type answer struct {
 	msgs   []shown   // its messages, in order
 	final  []string  // once frozen: the messages it ends as
 	broken bool      // a message could not be sent: stop streaming it
-	done   bool      // shown in its final form (or given up)
+	// lost: once frozen, a message or edit could not be delivered; gaveUp:
+	// a message could not be sent, so the ones after it are not either.
+	lost, gaveUp bool
+	noticed      bool // undeliveredNotice was sent (or tried)
+	done         bool // shown in its final form (or given up)
 }
+
+const (
+	// answerTries bounds the tries of one message or edit of an answer
+	// that fails transiently (a 5xx, no answer; call waits out 429s).
+	answerTries = 3
+	// undeliveredNotice follows an answer of which a part could not be
+	// delivered, so that the loss is not silent.
+	undeliveredNotice = "⚠️ Part of this answer could not be delivered."
+)
 
 // shown is one message of an answer.
 type shown struct {
@@ -46,6 +61,8 @@ func (a *answer) Shown(string) bool { return true }
 func (a *answer) Next(text string, frozen bool) (turnrender.Step, time.Duration) {
 	var want []string
 	switch {
+	case frozen && a.gaveUp:
+		return a.finish()
 	case frozen:
 		if a.final == nil {
 			a.final = render(replyOf(text))
@@ -83,8 +100,17 @@ func (a *answer) Next(text string, frozen bool) (turnrender.Step, time.Duration)
 		if len(a.msgs) > len(want) {
 			return a.deleteStep(len(want)), 0
 		}
-		a.done = true
+		return a.finish()
 	}
+	return nil, 0
+}
+
+// finish ends a frozen answer, first saying so if a part of it was lost.
+func (a *answer) finish() (turnrender.Step, time.Duration) {
+	if a.lost && !a.noticed {
+		return a.noticeStep(), 0
+	}
+	a.done = true
 	return nil, 0
 }
 
@@ -100,9 +126,11 @@ func (a *answer) holdFirst(text string) time.Duration {
 	return max(time.Until(a.first.Add(a.d.g.cfg.EditInterval)), 0)
 }
 
-// sendStep sends an answer's next message; its first one replies to the
-// owner's message. A failure while streaming stops the streaming (the
-// step's end tries again); at the step's end it gives up.
+// sendStep sends an answer's next message (persist: a transient failure
+// is tried again); its first one replies to the owner's message. A
+// failure while streaming stops the streaming (the step's end tries
+// again); at the step's end it gives up, and the answer says a part is
+// lost.
 func (a *answer) sendStep(text string, frozen bool) turnrender.Step {
 	d, first := a.d, len(a.msgs) == 0
 	return func(ctx context.Context) func() {
@@ -110,14 +138,18 @@ func (a *answer) sendStep(text string, frozen bool) turnrender.Step {
 		if first {
 			m.Reference = reference(d.chatID, d.replyTo)
 		}
-		id, err := d.post(ctx, m)
+		var id string
+		err := d.persist(ctx, func() (err error) {
+			id, err = d.post(ctx, m)
+			return err
+		})
 		return func() {
 			switch {
 			case err == nil:
 				a.msgs = append(a.msgs, shown{id: id, text: text})
 			case frozen:
-				d.failed(ctx, "sending the answer failed", err)
-				a.done = true
+				d.failed(ctx, "sending the answer failed; giving up on the rest", err)
+				a.lost, a.gaveUp = true, true
 			default:
 				d.failed(ctx, "sending the streaming answer failed", err)
 				a.broken = true
@@ -127,16 +159,59 @@ func (a *answer) sendStep(text string, frozen bool) turnrender.Step {
 }
 
 // editStep changes the text of an answer's message. A failed edit is not
-// retried while the answer streams; the step's end tries it once more.
+// made again while the answer streams (the next one supersedes it); the
+// step's end makes it once more (persist: a transient failure is tried
+// again), and if that fails too the answer says a part is lost.
 func (a *answer) editStep(i int, text string, frozen bool) turnrender.Step {
 	d, id := a.d, a.msgs[i].id
 	return func(ctx context.Context) func() {
-		err := d.editMessage(ctx, id, text, nil)
+		edit := func() error { return d.editMessage(ctx, id, text, nil) }
+		var err error
+		if frozen {
+			err = d.persist(ctx, edit)
+		} else {
+			err = edit()
+		}
 		return func() {
 			if err != nil {
 				d.failed(ctx, "editing the answer failed", err)
+				a.lost = a.lost || frozen
 			}
 			a.msgs[i] = shown{id: id, text: text, stale: err != nil && !frozen}
+		}
+	}
+}
+
+// noticeStep sends undeliveredNotice, best effort.
+func (a *answer) noticeStep() turnrender.Step {
+	d := a.d
+	return func(ctx context.Context) func() {
+		if ctx.Err() == nil {
+			if _, err := d.post(ctx, newMessage(undeliveredNotice)); err != nil {
+				d.failed(ctx, "saying that part of the answer was lost failed", err)
+			}
+		}
+		return func() { a.noticed = true }
+	}
+}
+
+// persist makes one call of an answer (a message or an edit), up to
+// answerTries times while it fails transiently: Discord's 5xx or no answer
+// at all. A 429 has been waited out by call already; another 4xx would
+// only fail again. Making the call again carries a small risk: after a
+// timeout, Discord may have created the message all the same, which then
+// shows twice. A missing part of an answer is the worse outcome.
+func (d *delivery) persist(ctx context.Context, fn func() error) error {
+	bo := d.g.newBackoff()
+	for try := 1; ; try++ {
+		err := fn()
+		if err == nil || try == answerTries || ctx.Err() != nil || !transient(err) || isAPI(err, http.StatusTooManyRequests, 0) {
+			return err
+		}
+		wait := bo.Next()
+		d.log.Info("a message of the answer failed; trying again", "err", err, "retry_in", wait)
+		if !retry.Sleep(ctx, wait) {
+			return err
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -126,4 +127,65 @@ func patch(t *testing.T, s *Server, path string, body any, out any) *http.Respon
 		_ = json.NewDecoder(resp.Body).Decode(out)
 	}
 	return resp
+}
+
+// TestContentLimitEverywhere: every way a bot puts content in a message —
+// create, edit, an interaction's response (a new message or an update), a
+// follow-up, an edit of the original response — is held to 2000 code
+// points, as Discord holds it: 2001 is refused with 50035, 2000 taken.
+func TestContentLimitEverywhere(t *testing.T) {
+	s := newServer(t)
+	ch := s.DMChannel(alice)
+	over, limit := strings.Repeat("é", MaxContent+1), strings.Repeat("é", MaxContent)
+	rows := []Row{{Type: 1, Components: []Button{{Type: 2, Style: 3, Label: "OK", CustomID: "approve:x"}}}}
+	var m wireMessage
+	if code := call(t, s, "POST", "channels/"+ch+"/messages", map[string]any{"content": "ok?", "components": rows}, true, &m); code != 200 {
+		t.Fatalf("create: %d", code)
+	}
+	press := func() Interaction {
+		t.Helper()
+		in, err := s.PressButton(alice, ch, m.ID, "approve:x")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return in
+	}
+	pressed, deferred := press(), press()
+	callback := func(in Interaction) string { return "interactions/" + in.ID + "/" + in.Token + "/callback" }
+	send := func(method, path string, body any, want int) (int, apiError) {
+		t.Helper()
+		var e apiError
+		var out any = &e
+		if want == http.StatusNoContent {
+			out = nil // no body to decode
+		}
+		if method == "PATCH" {
+			r := patch(t, s, path, body, out)
+			return r.StatusCode, e
+		}
+		return call(t, s, method, path, body, strings.HasPrefix(path, "channels/"), out), e
+	}
+	steps := []struct {
+		name, method, path string
+		body               any
+		want               int
+	}{
+		{"create", "POST", "channels/" + ch + "/messages", map[string]any{"content": over}, 400},
+		{"edit", "PATCH", "channels/" + ch + "/messages/" + m.ID, map[string]any{"content": over}, 400},
+		{"edit at the limit", "PATCH", "channels/" + ch + "/messages/" + m.ID, map[string]any{"content": limit}, 200},
+		{"update response", "POST", callback(pressed), map[string]any{"type": 7, "data": map[string]any{"content": over}}, 400},
+		{"message response", "POST", callback(pressed), map[string]any{"type": 4, "data": map[string]any{"content": over}}, 400},
+		{"deferred update", "POST", callback(pressed), map[string]any{"type": 6}, 204},
+		{"follow-up", "POST", "webhooks/" + s.Bot().ID + "/" + pressed.Token, map[string]any{"content": over}, 400},
+		{"follow-up at the limit", "POST", "webhooks/" + s.Bot().ID + "/" + pressed.Token, map[string]any{"content": limit}, 204},
+		{"deferred message", "POST", callback(deferred), map[string]any{"type": 5}, 204},
+		{"edit original", "PATCH", "webhooks/" + s.Bot().ID + "/" + deferred.Token + "/messages/@original", map[string]any{"content": over}, 400},
+		{"edit original at the limit", "PATCH", "webhooks/" + s.Bot().ID + "/" + deferred.Token + "/messages/@original", map[string]any{"content": limit}, 200},
+	}
+	for _, st := range steps {
+		code, e := send(st.method, st.path, st.body, st.want)
+		if code != st.want || code == 400 && (e.Code != 50035 || !strings.Contains(string(e.Errors), "BASE_TYPE_MAX_LENGTH")) {
+			t.Errorf("%s: %d %+v, want %d", st.name, code, e, st.want)
+		}
+	}
 }
