@@ -252,7 +252,11 @@ func (g *Gateway) newSession() (*discordgo.Session, *netGuard) {
 	s.StateEnabled = false
 	s.ShouldReconnectOnError = true
 	s.ShouldRetryOnRateLimit = false // call waits out a 429 itself, under its context
-	s.Identify.Intents = discordgo.IntentsDirectMessages | discordgo.IntentsMessageContent
+	// No Message Content intent: latch reads only DMs and server messages
+	// that mention the bot, whose content Discord shows without it. Asking
+	// for the privileged intent would make the start fail (4014) until the
+	// owner switches it on in the Developer Portal, for nothing.
+	s.Identify.Intents = discordgo.IntentsDirectMessages
 	if g.cfg.AllowGroups {
 		s.Identify.Intents |= discordgo.IntentsGuildMessages
 	}
@@ -384,10 +388,7 @@ func (g *Gateway) openError(err error) error {
 		switch ce.Code {
 		case 4004:
 			return ErrUnauthorized
-		case 4014:
-			return errors.New("discord: the gateway refused the Message Content intent (4014 Disallowed intent(s)); " +
-				"enable \"Message Content Intent\" for the bot in the Discord Developer Portal")
-		case 4013:
+		case 4013, 4014:
 			return fmt.Errorf("discord: the gateway refused latch's intents: %w", err)
 		}
 	}

@@ -399,3 +399,30 @@ func TestRunForgetsOnlyLostChannels(t *testing.T) {
 		})
 	}
 }
+
+// TestRunWithoutMessageContentIntent: an application that never enabled
+// the privileged Message Content intent still works — a DM, a server
+// message that mentions the bot (with allow_groups), and a DM sent while
+// latch was down, all with their text. latch used to ask for the intent,
+// and Discord closed such a session with 4014 before it read anything.
+func TestRunWithoutMessageContentIntent(t *testing.T) {
+	srv := newFake(t)
+	srv.SetPrivilegedIntents(false)
+	sink := newSink("")
+	g, _ := started(t, srv, func(c *Config) { c.AllowGroups = true })
+	stop := run(t, g, sink)
+	srv.SendDM(alice, "a direct message")
+	srv.SendGuildMessage("800000000000000001", "800000000000000002", alice, srv.BotMention()+" a mention")
+	sink.waitStored(t, 2)
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	waitFake(t, srv, "the gateway to close", func() bool { return !srv.Connected() })
+	srv.AddDMHistory(alice, "sent while down")
+	g2, _ := started(t, srv, func(c *Config) { c.AllowGroups = true })
+	run(t, g2, sink)
+	got := sink.waitStored(t, 3)
+	if want := []string{"a direct message", "a mention", "sent while down"}; !slices.Equal(texts(got), want) {
+		t.Errorf("stored %q, want %q", texts(got), want)
+	}
+}

@@ -27,9 +27,9 @@ func TestStart(t *testing.T) {
 	if len(ids) != 1 || !ids[0].TokenOK {
 		t.Fatalf("IDENTIFYs = %+v, want one with the token", ids)
 	}
-	want := discordtest.IntentDirectMessages | discordtest.IntentMessageContent
+	want := discordtest.IntentDirectMessages
 	if ids[0].Intents != want {
-		t.Errorf("intents = %b, want DIRECT_MESSAGES|MESSAGE_CONTENT (%b): no guild messages without allow_groups", ids[0].Intents, want)
+		t.Errorf("intents = %b, want DIRECT_MESSAGES (%b): no guild messages without allow_groups, no privileged intent", ids[0].Intents, want)
 	}
 	if n := srv.Count(discordtest.RouteMe); n != 1 {
 		t.Errorf("GET /users/@me called %d times, want 1 (the token check)", n)
@@ -39,7 +39,7 @@ func TestStart(t *testing.T) {
 func TestStartAllowGroupsAddsGuildMessages(t *testing.T) {
 	srv := newFake(t)
 	started(t, srv, func(c *Config) { c.AllowGroups = true })
-	want := discordtest.IntentDirectMessages | discordtest.IntentMessageContent | discordtest.IntentGuildMessages
+	want := discordtest.IntentDirectMessages | discordtest.IntentGuildMessages
 	if got := srv.Identifies()[0].Intents; got != want {
 		t.Errorf("intents = %b, want %b", got, want)
 	}
@@ -65,9 +65,6 @@ func TestStartErrors(t *testing.T) {
 		{name: "proxy error page", setup: func(s *discordtest.Server) {
 			s.Inject(discordtest.RouteMe, discordtest.Fault{Status: 503, Body: "<html>down</html>"})
 		}, want: "Discord answered HTTP 503 Service Unavailable without a JSON body"},
-		{name: "message content intent not enabled", setup: func(s *discordtest.Server) {
-			s.SetPrivilegedIntents(false)
-		}, want: "enable \"Message Content Intent\" for the bot in the Discord Developer Portal"},
 		{name: "no token", token: " ", want: "no bot token configured"},
 		{name: "bad api_url", apiURL: "ftp://example.com", want: `invalid api_url "ftp://example.com"`},
 	}
