@@ -193,6 +193,16 @@ func (d *Daemon) serve(ctx context.Context, ctl *control.Server, gws []gateways.
 		wg.Go(func() { d.runGateway(ctx, g, &started, fatal) })
 	}
 	started.Wait()
+	select {
+	case err := <-fatal:
+		// A gateway failed for good (a rejected token) before the start
+		// completed: systemd must see a start that failed, not a service
+		// that was ready and then stopped.
+		cancel()
+		wg.Wait()
+		return err
+	default:
+	}
 	d.notify.Ready()
 	d.notify.Status(d.statusLine())
 	// The dispatcher starts once the gateways could connect, so replies
@@ -211,7 +221,9 @@ func (d *Daemon) serve(ctx context.Context, ctl *control.Server, gws []gateways.
 	case err = <-fatal:
 		cancel()
 	}
-	d.notify.Stopping()
+	if !errors.Is(context.Cause(ctx), errReloading) {
+		d.notify.Stopping()
+	}
 	wg.Wait()
 	d.Log.Info("latch stopped")
 	return err

@@ -18,11 +18,18 @@ func Supervise(ctx context.Context, cfg *config.Config, load func() (*config.Con
 	reload <-chan struct{}, log *slog.Logger, build func(*config.Config) *Daemon) error {
 	for {
 		d := build(cfg)
-		runCtx, stop := context.WithCancel(ctx)
+		runCtx, stop := context.WithCancelCause(ctx)
 		done := make(chan error, 1)
 		go func() { done <- d.Run(runCtx) }()
 		next, err := waitReload(ctx, reload, done, load, log)
-		stop()
+		if next != nil {
+			// systemd hears of a reload, not of a stop: STOPPING=1 would
+			// have it kill the unit at its stop timeout. The next daemon's
+			// READY=1 ends the reload.
+			d.notify.Reloading()
+			stop(errReloading)
+		}
+		stop(nil)
 		if err != nil { // the daemon ended by itself
 			return err
 		}
@@ -36,6 +43,10 @@ func Supervise(ctx context.Context, cfg *config.Config, load func() (*config.Con
 		cfg = next
 	}
 }
+
+// errReloading is the cause a daemon's context ends with when a reload
+// replaces it.
+var errReloading = errors.New("reloading the configuration")
 
 // waitReload waits for a valid new configuration (returned), the end of
 // ctx, or the daemon ending by itself (its error returned).

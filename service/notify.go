@@ -1,12 +1,14 @@
 package service
 
 import (
+	"strconv"
 	"strings"
 	"time"
 	"unicode"
 	"unicode/utf8"
 
 	"github.com/coreos/go-systemd/v22/daemon"
+	"golang.org/x/sys/unix"
 )
 
 // maxStatus bounds a status line: systemctl status shows one line, and the
@@ -27,8 +29,21 @@ type Notifier struct{}
 // systemctl start returns only then.
 func (Notifier) Ready() error { return notify(daemon.SdNotifyReady) }
 
-// Stopping tells systemd that shutdown has begun (STOPPING=1).
+// Stopping tells systemd that shutdown has begun (STOPPING=1). Only the
+// end of the process may say so: systemd takes it for a stop and kills the
+// unit when its stop timeout runs out, whatever comes after.
 func (Notifier) Stopping() error { return notify(daemon.SdNotifyStopping) }
+
+// Reloading tells systemd that a configuration reload has begun
+// (RELOADING=1, with the CLOCK_MONOTONIC time systemd uses to match it to
+// a reload request); Ready ends it.
+func (Notifier) Reloading() error {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
+		return notify(daemon.SdNotifyReloading)
+	}
+	return notify(daemon.SdNotifyReloading + "\nMONOTONIC_USEC=" + strconv.FormatInt(ts.Nano()/1000, 10))
+}
 
 // Watchdog pings the watchdog (WATCHDOG=1); see WatchdogInterval.
 func (Notifier) Watchdog() error { return notify(daemon.SdNotifyWatchdog) }

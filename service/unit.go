@@ -108,7 +108,11 @@ Wants=network-online.target
 # main process may: a command the agent runs cannot fake either.
 Type=notify
 NotifyAccess=main
-ExecStart=`, d.ExecStart, " run\n")
+ExecStart=`, d.ExecStart, " run\n", `# systemctl reload: SIGHUP reloads config.toml (an invalid one is refused
+# and the running configuration kept); latch tells systemd RELOADING=1,
+# then READY=1.
+ExecReload=kill -HUP $MAINPID
+`)
 	if d.Environment != "" {
 		w("Environment=", d.Environment, "\n")
 	}

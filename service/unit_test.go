@@ -68,7 +68,7 @@ func TestUnitSettings(t *testing.T) {
 		"After=network-online.target", "Wants=network-online.target",
 		"Type=notify", "NotifyAccess=main", "ExecStart=/usr/local/bin/latch run",
 		"Environment=LATCH_HOME=/home/alice/.latch", "Restart=on-failure",
-		"RestartSec=5s", "RestartPreventExitStatus=78", "WatchdogSec=30",
+		"RestartSec=5s", "RestartPreventExitStatus=78", "WatchdogSec=30", "ExecReload=kill -HUP $MAINPID",
 		"TimeoutStopSec=30s", "KillMode=mixed",
 	}
 	tests := []struct {

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"github.com/latchd/latch/store"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -124,5 +125,27 @@ func TestLoggerUnderJournald(t *testing.T) {
 		if strings.Contains(out, "SECRET") {
 			t.Errorf("secret logged: %q", out)
 		}
+	}
+}
+
+// TestStatusWhileTheStoreIsHeld: while another latch process holds the
+// database (a standalone `latch chat`, a daemon between closing its socket
+// and exiting) status says the state is unknown; it used to say "latched:
+// no", which invites the owner to mint a code.
+func TestStatusWhileTheStoreIsHeld(t *testing.T) {
+	home := testHome(t)
+	cli(t, "init")
+	t.Setenv("LATCH_TELEGRAM_TOKEN", "123456:TESTtokenVALUE")
+	if _, errOut, code := cli(t, "pair", "telegram"); code != 0 {
+		t.Fatalf("pair: %q", errOut)
+	}
+	db, err := store.Open(filepath.Join(home, "latch.db"), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	out, errOut, code := cli(t, "status")
+	if code == 0 || strings.Contains(out, "latched: no") || !strings.Contains(errOut, "in use by another latch process") {
+		t.Errorf("status while the store is held: %d %q %q", code, out, errOut)
 	}
 }

@@ -62,6 +62,12 @@ func offlineStatus(cfg *config.Config) (control.Status, error) {
 		configured bool
 	}{{"telegram", cfg.Telegram.Enabled()}, {"discord", cfg.Discord.Enabled()}}
 	db, err := store.Open(config.DBPath(cfg.Home), store.Options{ReadOnly: true})
+	if errors.Is(err, store.ErrLocked) {
+		// Held by a standalone `latch chat`, or by a daemon between its
+		// socket closing and its exit: the latch cannot be read, and
+		// "latched: no" would invite a needless pair.
+		return st, errors.New("the database is in use by another latch process (a standalone `latch chat`, or a daemon that is stopping), so the state cannot be read; try again")
+	}
 	if err != nil {
 		// No database yet (never run) is not an error for status.
 		for _, g := range gws {
