@@ -268,7 +268,8 @@ func (d *Daemon) buildGateways() []gateways.Gateway {
 	var gws []gateways.Gateway
 	if t := d.Config.Telegram; t.Enabled() {
 		gws = append(gws, telegram.New(telegram.Config{Token: t.Token, APIURL: t.APIURL, Verbosity: t.Verbosity,
-			WebhookURL: t.WebhookURL, WebhookListen: t.WebhookListen, WebhookSecret: t.WebhookSecret}, d.Log.With("gateway", "telegram")))
+			WebhookURL: t.WebhookURL, WebhookListen: t.WebhookListen, WebhookSecret: t.WebhookSecret,
+			AllowGroups: t.AllowGroups}, d.Log.With("gateway", "telegram")))
 	}
 	if c := d.Config.Discord; c.Enabled() {
 		gws = append(gws, discord.New(discord.Config{Token: c.Token, APIURL: c.APIURL, AllowGroups: c.AllowGroups}, d.Log.With("gateway", "discord")))

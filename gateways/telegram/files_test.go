@@ -31,7 +31,7 @@ func ingest(t *testing.T, g *Gateway, updateID int) []gateways.Message {
 	t.Helper()
 	sink := &memSink{}
 	stop := run(t, g, sink)
-	eventually(t, "the update", func() bool { return sink.storedCursor() == strconv.Itoa(updateID+1) })
+	eventually(t, "the update", func() bool { return sink.storedNext() == strconv.Itoa(updateID+1) })
 	_ = stop()
 	return sink.storedMsgs()
 }

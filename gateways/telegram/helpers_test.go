@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -140,6 +141,12 @@ func (s *memSink) storedCursor() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.cursor
+}
+
+// storedNext is the offset in the stored cursor, the part before ';'.
+func (s *memSink) storedNext() string {
+	next, _, _ := strings.Cut(s.storedCursor(), ";")
+	return next
 }
 
 func (s *memSink) storedMsgs() []gateways.Message {

@@ -44,7 +44,7 @@ func TestTokenNeverLeaks(t *testing.T) {
 	id := srv.SendText(telegramtest.Private(alice), alice, "hi")
 	sink := &memSink{ingestErrs: 1}
 	stop := run(t, g, sink)
-	eventually(t, "delivery after the faults", func() bool { return sink.storedCursor() == strconv.Itoa(id+1) })
+	eventually(t, "delivery after the faults", func() bool { return sink.storedNext() == strconv.Itoa(id+1) })
 
 	for _, f := range leakFaults() {
 		srv.Inject("sendMessage", f)

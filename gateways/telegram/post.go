@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -24,6 +26,8 @@ const (
 	// uploadTimeout bounds one upload or download; a 50 MB file on a slow
 	// line needs far longer than an API call.
 	uploadTimeout = 10 * time.Minute
+	// maxReliableAttempts bounds the tries of postReliably.
+	maxReliableAttempts = 3
 )
 
 // chatLimiter returns the pacing limiter of a chat.
@@ -77,7 +81,11 @@ func (g *Gateway) post(ctx context.Context, chat int64, c tgbotapi.Chattable, ti
 
 // postMessage is post for calls that answer with a Message.
 func (g *Gateway) postMessage(ctx context.Context, chat int64, c tgbotapi.Chattable, timeout time.Duration) (tgbotapi.Message, error) {
-	resp, err := g.post(ctx, chat, c, timeout)
+	return g.messageOf(g.post(ctx, chat, c, timeout))
+}
+
+// messageOf reads the Message a call answered with.
+func (g *Gateway) messageOf(resp *tgbotapi.APIResponse, err error) (tgbotapi.Message, error) {
 	if err != nil {
 		return tgbotapi.Message{}, err
 	}
@@ -86,6 +94,57 @@ func (g *Gateway) postMessage(ctx context.Context, chat int64, c tgbotapi.Chatta
 		return tgbotapi.Message{}, g.scrub(err)
 	}
 	return m, nil
+}
+
+// postReliably is post for what must not go missing from the middle of an
+// answer: a chunk of it, or the edit that turns the streaming message into
+// its first chunk. A transient failure (see transient) is tried again after
+// a back-off, up to maxReliableAttempts tries in all; any other error is
+// the answer the next try would get too.
+//
+// A timeout or a connection lost after the request went out may come after
+// Telegram posted the message, and the next try then shows it twice. That
+// is accepted: a chunk shown twice is plain to see and harmless, one
+// missing from the middle of an answer goes unnoticed and changes what the
+// answer says. (An edit tried twice is harmless: the second is "not
+// modified".)
+func (g *Gateway) postReliably(ctx context.Context, chat int64, c tgbotapi.Chattable) (*tgbotapi.APIResponse, error) {
+	bo := g.newBackoff()
+	for attempt := 1; ; attempt++ {
+		resp, err := g.post(ctx, chat, c, 0)
+		if err == nil || attempt == maxReliableAttempts || !transient(ctx, err) {
+			return resp, err
+		}
+		d := bo.Next()
+		g.log.Warn("posting to Telegram failed; trying again", "err", err, "attempt", attempt, "retry_in", d)
+		if !retry.Sleep(ctx, d) {
+			return nil, err
+		}
+	}
+}
+
+// transient reports whether err may be gone on another try: a server error
+// (5xx) from the Bot API or a proxy in front of it, an answer that is not
+// Bot API JSON (an HTML error page), or a network failure (refused, reset
+// or dropped connection, timeout). A 4xx is the Bot API's verdict on the
+// request and stays (429 is post's to wait out), and nothing is transient
+// once ctx has ended.
+func transient(ctx context.Context, err error) bool {
+	var apiErr *tgbotapi.Error
+	var status *statusError
+	var syntax *json.SyntaxError
+	var netErr net.Error
+	var opErr *net.OpError
+	switch {
+	case ctx.Err() != nil:
+		return false
+	case errors.As(err, &apiErr):
+		return apiErr.Code >= 500
+	case errors.As(err, &status):
+		return status.code >= 500 || status.code == http.StatusTooManyRequests
+	}
+	return errors.As(err, &syntax) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) ||
+		errors.As(err, &opErr) || errors.As(err, &netErr) && netErr.Timeout()
 }
 
 // retryAfter reports whether err is a 429 and how long Telegram asked to

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -29,10 +30,10 @@ const (
 
 // Run receives updates until ctx ends: by webhook when one is configured
 // (see runWebhook), otherwise by long polling getUpdates. Each batch goes
-// to sink.Ingest with the next offset as cursor; only once Ingest succeeds
-// does the next poll confirm the batch to Telegram. Run returns nil when
-// ctx ends and ErrUnauthorized if the token stops working; everything else
-// is retried.
+// to sink.Ingest with a cursor of the next offset and the ids taken last
+// (see seen); only once Ingest succeeds does the next poll confirm the
+// batch to Telegram. Run returns nil when ctx ends and ErrUnauthorized if
+// the token stops working; everything else is retried.
 func (g *Gateway) Run(ctx context.Context, sink gateways.Sink) error {
 	if _, err := g.bot(ctx); err != nil {
 		return err
@@ -56,7 +57,8 @@ func (g *Gateway) Run(ctx context.Context, sink gateways.Sink) error {
 type poller struct {
 	g       *Gateway
 	sink    gateways.Sink
-	offset  int // next getUpdates offset; 0 = none yet
+	offset  int  // next getUpdates offset; 0 = none yet
+	recent  seen // the ids taken last, as stored with offset (see translate)
 	backoff retry.Backoff
 	// conflict is set during a run of 409 answers, so the warning is
 	// logged once per episode.
@@ -74,6 +76,13 @@ func (p *poller) loadCursor(ctx context.Context) bool {
 		c, err := p.sink.Cursor(ctx, gatewayName)
 		if err == nil {
 			p.offset = p.parseCursor(c)
+			recent, ok := parseSeen(c)
+			if p.offset > 0 && !ok {
+				// Without the window a restart of the ids is still
+				// found; only a repeat of the last batches is not.
+				p.g.log.Warn("ignoring the invalid list of recent update ids in the stored cursor", "cursor", c)
+			}
+			p.recent = recent
 			return true
 		}
 		if ctx.Err() != nil {
@@ -112,13 +121,27 @@ func (p *poller) step(ctx context.Context) error {
 		return p.failed(ctx, err)
 	}
 	p.recovered()
-	b := p.g.translate(raws, p.offset)
-	if b.count == 0 {
+	b := p.g.translate(raws, p.offset, p.recent)
+	p.report(b)
+	if len(b.ids) == 0 {
 		retry.Sleep(ctx, minEmptyPoll-time.Since(start))
 		return nil
 	}
 	p.deliver(ctx, b)
 	return nil
+}
+
+// report logs what was unusual about a batch.
+func (p *poller) report(b batch) {
+	if b.restart {
+		p.g.log.Warn("Telegram's update ids started again below the stored offset "+
+			"(it does after a week without updates, or api_url now names another Bot API server); "+
+			"continuing from the new ids",
+			"offset", p.offset, "first_id", slices.Min(b.ids), "updates", len(b.ids))
+	}
+	if b.repeats > 0 {
+		p.g.log.Info("getUpdates repeated updates already stored; dropped", "updates", b.repeats, "offset", p.offset)
+	}
 }
 
 func (p *poller) fetch(ctx context.Context) ([]json.RawMessage, error) {
@@ -143,14 +166,18 @@ func (p *poller) fetch(ctx context.Context) ([]json.RawMessage, error) {
 }
 
 // deliver hands a batch to the sink until it is stored or ctx ends. The
-// same batch is retried: fetching again could skip it.
+// same batch is retried: fetching again could skip it. The cursor stored
+// with it names its ids, so that after a crash they are known as taken
+// even where the offset alone could not tell (see translate).
 func (p *poller) deliver(ctx context.Context, b batch) {
-	cursor := strconv.Itoa(b.next)
+	recent := p.recent.withAll(b.ids)
+	next := recent.ids[len(recent.ids)-1] + 1 // the batch's highest id + 1
+	cursor := recent.encode()
 	bo := p.g.newBackoff()
 	for {
 		err := p.sink.Ingest(ctx, gatewayName, cursor, b.msgs)
 		if err == nil {
-			p.offset = b.next
+			p.offset, p.recent = next, recent
 			return
 		}
 		if ctx.Err() != nil {

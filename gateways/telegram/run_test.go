@@ -16,6 +16,7 @@ import (
 
 func TestRunTranslatesUpdates(t *testing.T) {
 	srv := newFake(t)
+	srv.SetPrivacyMode(false) // every group message reaches the bot
 	date := time.Date(2025, 5, 1, 12, 0, 0, 0, time.UTC)
 	private := telegramtest.Private(alice)
 	group := telegramtest.Group(42, "Team")
@@ -56,7 +57,7 @@ func TestRunTranslatesUpdates(t *testing.T) {
 	sink := &memSink{}
 	run(t, g, sink)
 	cursor := strconv.Itoa(last + 1)
-	eventually(t, "cursor "+cursor, func() bool { return sink.storedCursor() == cursor })
+	eventually(t, "cursor "+cursor, func() bool { return sink.storedNext() == cursor })
 	got := sink.storedMsgs()
 	if len(got) != len(want) {
 		t.Fatalf("got %d messages, want %d: %+v", len(got), len(want), got)
@@ -90,8 +91,10 @@ func TestRunConfirmsOnlyAfterIngest(t *testing.T) {
 	if confirmedAtIngest[0] >= first+1 || confirmedAtIngest[1] >= second+1 {
 		t.Errorf("offsets confirmed at Ingest time = %v: a batch was confirmed before it was stored", confirmedAtIngest)
 	}
-	if calls := sink.ingestCalls(); calls[0].cursor != strconv.Itoa(first+1) || calls[1].cursor != strconv.Itoa(second+1) {
-		t.Errorf("cursors = %q, %q; want %d, %d", calls[0].cursor, calls[1].cursor, first+1, second+1)
+	// The cursor is the next offset, then the ids taken (see seen).
+	want := []string{fmt.Sprintf("%d;%d", first+1, first), fmt.Sprintf("%d;%d-%d", second+1, first, second)}
+	if calls := sink.ingestCalls(); calls[0].cursor != want[0] || calls[1].cursor != want[1] {
+		t.Errorf("cursors = %q, %q; want %q, %q", calls[0].cursor, calls[1].cursor, want[0], want[1])
 	}
 }
 
@@ -112,9 +115,10 @@ func TestRunRetriesSameBatchWhenIngestFails(t *testing.T) {
 	if len(calls) < 3 {
 		t.Fatalf("got %d Ingest calls, want 2 failures then a success", len(calls))
 	}
+	cursor := fmt.Sprintf("%d;%d-%d", last+1, last-1, last)
 	for i, c := range calls[:3] {
-		if c.cursor != strconv.Itoa(last+1) || len(c.msgs) != 2 || !reflect.DeepEqual(c.msgs, calls[0].msgs) {
-			t.Errorf("call %d: cursor %q with %d messages, want the same batch (cursor %d, 2 messages)", i, c.cursor, len(c.msgs), last+1)
+		if c.cursor != cursor || len(c.msgs) != 2 || !reflect.DeepEqual(c.msgs, calls[0].msgs) {
+			t.Errorf("call %d: cursor %q with %d messages, want the same batch (cursor %q, 2 messages)", i, c.cursor, len(c.msgs), cursor)
 		}
 	}
 	if polls[0] != polls[2] {
@@ -150,7 +154,7 @@ func TestRunResumesFromCursor(t *testing.T) {
 			g, _ := started(t, srv)
 			sink := &memSink{cursor: tt.cursor, cursorErrs: 1}
 			run(t, g, sink)
-			eventually(t, "cursor 1004", func() bool { return sink.storedCursor() == "1004" })
+			eventually(t, "cursor 1004", func() bool { return sink.storedNext() == "1004" })
 			if got := srv.Calls("getUpdates")[0].Params["offset"]; got != tt.wantOffset {
 				t.Errorf("first offset = %q, want %q", got, tt.wantOffset)
 			}
@@ -174,7 +178,7 @@ func TestRunSkipsBadUpdates(t *testing.T) {
 	g, logs := started(t, srv)
 	sink := &memSink{}
 	run(t, g, sink)
-	eventually(t, "the batch", func() bool { return sink.storedCursor() == strconv.Itoa(last+1) })
+	eventually(t, "the batch", func() bool { return sink.storedNext() == strconv.Itoa(last+1) })
 	if msgs := sink.storedMsgs(); len(msgs) != 1 || msgs[0].Text != "fine" {
 		t.Errorf("ingested %+v, want only the good message", msgs)
 	}
@@ -201,7 +205,7 @@ func TestRunTranslatesCallbacks(t *testing.T) {
 	last, _ := srv.SendCallback(telegramtest.Private(alice), alice, msgID, strings.Repeat("x", 65))
 	sink := &memSink{}
 	run(t, g, sink)
-	eventually(t, "the batch", func() bool { return sink.storedCursor() == strconv.Itoa(last+1) })
+	eventually(t, "the batch", func() bool { return sink.storedNext() == strconv.Itoa(last+1) })
 	msgs := sink.storedMsgs()
 	if len(msgs) != 1 {
 		t.Fatalf("ingested %+v, want only the press on a known message with valid data", msgs)
@@ -242,7 +246,7 @@ func TestRunRecoversFromFaults(t *testing.T) {
 			id := srv.SendText(telegramtest.Private(alice), alice, "hi")
 			sink := &memSink{}
 			run(t, g, sink)
-			eventually(t, "delivery after the fault", func() bool { return sink.storedCursor() == strconv.Itoa(id+1) })
+			eventually(t, "delivery after the fault", func() bool { return sink.storedNext() == strconv.Itoa(id+1) })
 			if len(logs.lines("level=WARN", "getUpdates failed", tt.wantLog)) == 0 {
 				t.Errorf("no warning mentioning %q; logs:\n%s", tt.wantLog, logs)
 			}
@@ -275,7 +279,7 @@ func TestRunHonoursRetryAfter(t *testing.T) {
 	id := srv.SendText(telegramtest.Private(alice), alice, "hi")
 	sink := &memSink{}
 	run(t, g, sink)
-	eventually(t, "delivery after 429", func() bool { return sink.storedCursor() == strconv.Itoa(id+1) })
+	eventually(t, "delivery after 429", func() bool { return sink.storedNext() == strconv.Itoa(id+1) })
 	calls := srv.Calls("getUpdates")
 	if gap := calls[1].Time.Sub(calls[0].Time); gap < time.Second {
 		t.Errorf("retried %v after a 429 with retry_after 1, want ≥ 1s", gap)
@@ -295,9 +299,9 @@ func TestRunConflictLogsOncePerEpisode(t *testing.T) {
 		// The poll in progress (if any) returns this update; the next ones
 		// meet the conflict.
 		id := srv.SendText(telegramtest.Private(alice), alice, fmt.Sprint("before ", episode))
-		eventually(t, "delivery", func() bool { return sink.storedCursor() == strconv.Itoa(id+1) })
+		eventually(t, "delivery", func() bool { return sink.storedNext() == strconv.Itoa(id+1) })
 		id = srv.SendText(telegramtest.Private(alice), alice, fmt.Sprint("after ", episode))
-		eventually(t, "delivery after the conflict", func() bool { return sink.storedCursor() == strconv.Itoa(id+1) })
+		eventually(t, "delivery after the conflict", func() bool { return sink.storedNext() == strconv.Itoa(id+1) })
 	}
 	warns := logs.lines("level=WARN", "another process is polling this bot token (409 Conflict); retrying")
 	if len(warns) != 2 {
@@ -315,7 +319,7 @@ func TestRunRemovesWebhook(t *testing.T) {
 	id := srv.SendText(telegramtest.Private(alice), alice, "hi")
 	sink := &memSink{}
 	run(t, g, sink)
-	eventually(t, "delivery", func() bool { return sink.storedCursor() == strconv.Itoa(id+1) })
+	eventually(t, "delivery", func() bool { return sink.storedNext() == strconv.Itoa(id+1) })
 	if len(logs.lines("level=WARN", "a webhook is set")) != 1 {
 		t.Errorf("webhook conflict not logged; logs:\n%s", logs)
 	}

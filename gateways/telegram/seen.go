@@ -1,25 +1,28 @@
 package telegram
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 )
 
-// maxSeen is how many update ids the webhook remembers as ingested.
-// Telegram repeats a webhook delivery only until it gets a 2xx, and with
+// maxSeen is how many update ids latch remembers as ingested. Telegram
+// repeats a webhook delivery only until it gets a 2xx, and with
 // max_connections 1 it has one update in flight at a time, so a repeat is
-// of one of the last few updates; 256 leaves a wide margin and keeps the
-// cursor short (consecutive ids are stored as a range).
+// of one of the last few updates; polling takes at most maxBatch at a time.
+// 256 leaves a wide margin and keeps the cursor short (consecutive ids are
+// stored as a range).
 const maxSeen = 256
 
 // maxUpdateID bounds the update ids latch accepts. Telegram's are 32-bit;
 // the bound keeps id+1 and the ranges of a cursor far from overflowing.
 const maxUpdateID = 1 << 53
 
-// seen is the webhook's cursor: the update ids ingested most recently,
-// oldest first. An update whose id is in it was stored already and is
-// acknowledged without being stored again. It is written by the same
-// Ingest that stores the update, so the two cannot disagree.
+// seen is the cursor of both webhook and polling: the update ids ingested
+// most recently, oldest first. An update whose id is in it was stored
+// already and is acknowledged (or confirmed) without being stored again. It
+// is written by the same Ingest that stores the update, so the two cannot
+// disagree.
 //
 // Why not "drop every id below the highest one seen", like a getUpdates
 // offset? Telegram picks the next update_id at random when a bot had no
@@ -27,19 +30,22 @@ const maxUpdateID = 1 << 53
 // high-water mark would then drop — and acknowledge, so lose — new updates.
 // A window of recent ids drops repeats and nothing else.
 //
-// Encoded, it reads "<next>;<ids>": next is the last id + 1, so that
-// polling (which takes the number before ';' as its getUpdates offset)
-// can continue from a webhook cursor, and ids are comma-separated ids and
+// Polling has the same problem (see translate): its offset is the next id
+// expected, but after a restart of the ids everything new is below it.
+//
+// Encoded, it reads "<next>;<ids>": next is the last id + 1, the offset of
+// the next getUpdates (polling adds each batch in ascending order, so the
+// last id is the batch's highest), and ids are comma-separated ids and
 // ranges "a-b" of consecutive ids, in order of arrival.
 type seen struct {
 	ids []int
 }
 
-// parseSeen reads a stored cursor. A polling cursor ("<next>" alone) means
-// every id below next was stored; of those, only the last getUpdates batch
-// can still be pending at Telegram (it is confirmed by the next poll), so
-// the ids of one batch below next count as seen. ok is false for a cursor
-// that is neither.
+// parseSeen reads a stored cursor. A bare "<next>" (what polling stored
+// before it kept a list) means every id below next was stored; of those,
+// only the last getUpdates batch can still be pending at Telegram (it is
+// confirmed by the next poll), so the ids of one batch below next count as
+// seen. ok is false for a cursor that is neither.
 func parseSeen(c string) (s seen, ok bool) {
 	if c == "" {
 		return seen{}, true
@@ -105,6 +111,16 @@ func (s seen) with(id int) seen {
 		ids = append(ids, s.ids...)
 	}
 	return seen{ids: append(ids, id)}
+}
+
+// withAll returns s with a getUpdates batch's ids added in ascending order,
+// so that the last one, which gives the cursor its next, is the highest.
+func (s seen) withAll(ids []int) seen {
+	sorted := slices.Sorted(slices.Values(ids))
+	out := seen{ids: make([]int, 0, len(s.ids)+len(sorted))}
+	out.ids = append(append(out.ids, s.ids...), sorted...)
+	out.trim()
+	return out
 }
 
 func (s *seen) trim() {

@@ -67,6 +67,12 @@ func (g *Gateway) sendMessage(ctx context.Context, cfg tgbotapi.MessageConfig) (
 	return m.MessageID, err
 }
 
+// sendReliably sends one message through postReliably and returns its id.
+func (g *Gateway) sendReliably(ctx context.Context, cfg tgbotapi.MessageConfig) (int, error) {
+	m, err := g.messageOf(g.postReliably(ctx, cfg.ChatID, cfg))
+	return m.MessageID, err
+}
+
 // Typing shows "typing…" in a chat, unless the last request for it still
 // shows (typing.Gate). It is a courtesy: errors are logged at debug and
 // otherwise ignored.

@@ -65,6 +65,9 @@ func newLockFixture(t *testing.T) *lockFixture {
 		t.Fatal(err)
 	}
 	f := &lockFixture{srv: newFake(t), db: db, pairer: p}
+	// Every group message reaches the bot, so that what the lock makes of
+	// them is under test, not what Telegram filters out.
+	f.srv.SetPrivacyMode(false)
 	f.g, _ = started(t, f.srv)
 	f.hub = gateways.NewHub(gateways.Config{
 		Store: db, Pairer: p, Gateways: []gateways.Gateway{f.g},

@@ -116,3 +116,26 @@ func TestNotStarted(t *testing.T) {
 		t.Errorf("Send before Start = %v, want errNotStarted", err)
 	}
 }
+
+// TestStartWarnsOfPrivacyMode: with groups allowed, a bot in privacy mode
+// would never see the owner's plain messages in a group; Start says so and
+// how to fix it.
+func TestStartWarnsOfPrivacyMode(t *testing.T) {
+	tests := []struct {
+		allowGroups, privacy, warn bool
+	}{
+		{true, true, true},
+		{true, false, false},
+		{false, true, false},
+	}
+	for _, tt := range tests {
+		srv := newFake(t)
+		srv.SetPrivacyMode(tt.privacy)
+		_, logs := started(t, srv, func(c *Config) { c.AllowGroups = tt.allowGroups })
+		warns := logs.lines("level=WARN", "privacy mode is on", "/setprivacy", "@BotFather", "remove the bot from the group and add it again")
+		if (len(warns) == 1) != tt.warn {
+			t.Errorf("allow_groups %t, privacy mode %t: %d warnings, want one: %t; logs:\n%s",
+				tt.allowGroups, tt.privacy, len(warns), tt.warn, logs)
+		}
+	}
+}

@@ -81,6 +81,10 @@ type Config struct {
 	// Verbosity is how much of a turn's tool use the chat sees:
 	// VerbosityQuiet, VerbosityNormal (the default) or VerbosityVerbose.
 	Verbosity string
+	// AllowGroups is [telegram] allow_groups: a group may be latched. The
+	// gateway only uses it to warn at Start when the bot's privacy mode
+	// would hide the owner's messages in a group (see checkPrivacy).
+	AllowGroups bool
 
 	// WebhookURL, when set, switches from polling to webhook mode: the
 	// public HTTPS URL Telegram delivers updates to (plain HTTP only on
@@ -237,6 +241,7 @@ func (g *Gateway) Start(ctx context.Context) error {
 	g.mu.Unlock()
 	g.setStatus(nil)
 	g.log.Info("connected to the Bot API", "bot", api.Self.UserName)
+	g.checkPrivacy(api.Self)
 
 	if g.webhookMode() {
 		if err := g.startWebhook(ctx); err != nil {
@@ -250,6 +255,22 @@ func (g *Gateway) Start(ctx context.Context) error {
 		g.log.Debug("setMyCommands failed; ignored", "err", err)
 	}
 	return nil
+}
+
+// checkPrivacy warns when groups may be latched but the bot's privacy mode
+// is on (as it is for every new bot). Telegram then passes a bot only the
+// group messages meant for it: commands, replies to its messages and
+// mentions of it. /pair works in the group, but the owner's plain messages
+// and !commands there never reach latch, and nothing else would say why.
+func (g *Gateway) checkPrivacy(self tgbotapi.User) {
+	if !g.cfg.AllowGroups || self.CanReadAllGroupMessages {
+		return
+	}
+	g.log.Warn("allow_groups is set but the bot's privacy mode is on: in a group Telegram passes the bot "+
+		"only /commands, replies to its messages and @mentions, so the owner's other messages and !commands "+
+		"there never reach latch. To fix it, send /setprivacy to @BotFather, choose the bot and Disable, "+
+		"then remove the bot from the group and add it again (or make the bot an administrator of the group)",
+		"bot", self.UserName)
 }
 
 // commands is the bot's command menu.

@@ -3,6 +3,7 @@ package telegram
 import (
 	"bytes"
 	"encoding/json"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -50,26 +51,63 @@ func placeholderSender(id int64) bool {
 
 // batch is one getUpdates answer, translated.
 type batch struct {
-	msgs  []gateways.Message
-	next  int // offset that confirms the whole batch
-	count int // updates at or past the offset, usable or not
+	msgs []gateways.Message
+	// ids are those of the updates taken, usable or not, in the order
+	// received: Ingest stores them in the cursor and the next poll
+	// confirms them.
+	ids []int
+	// repeats counts updates dropped as already taken.
+	repeats int
+	// restart is set when the update ids started again below the offset.
+	restart bool
 }
 
 // translate turns raw updates into messages. Each update is decoded on its
 // own so that one malformed update is skipped instead of blocking the batch.
-// Updates below offset were confirmed already and are ignored.
-func (g *Gateway) translate(raws []json.RawMessage, offset int) batch {
-	b := batch{next: offset}
+//
+// offset is the offset the batch was asked for and recent the ids taken
+// last (see seen). An update in recent is a repeat and is dropped. An
+// update below the offset is normally one too, since the Bot API forgets
+// every update below the offset it is given; but Telegram chooses the next
+// id at random after a week without updates (tdlib draws it from 2,000,001
+// to 1,000,000,000, so about half the time below the ids before), and a
+// self-hosted Bot API server has ids of its own. Its queue then usually
+// ends far below latch's offset, and getUpdates, finding the offset "in the
+// future", answers from the head of the queue. Dropping such a batch would
+// drop it forever: the offset would never move, the same updates would
+// come back on every poll, and the offset is stored, so a restart would
+// not help. So a batch whose every update is below the offset and none of
+// which was taken recently is the new sequence, and is taken whole; the
+// cursor then moves down to its highest id + 1.
+//
+// A repeat of an answer latch already took (a proxy or a retried request
+// serving it again) holds ids of the recent window, which covers more than
+// two full batches, and a batch with any id at or above the offset cannot
+// be that answer of the Bot API's: either way its ids below the offset are
+// dropped. The size of the gap is no test: the new ids may land anywhere
+// below, and one that landed close would leave latch deaf, which is worse
+// than what a gap could guard against (a stale answer older than the
+// window, which nothing in the Bot API produces).
+func (g *Gateway) translate(raws []json.RawMessage, offset int, recent seen) batch {
+	var us []update
+	restart := offset > 0
 	for _, raw := range raws {
 		u := g.decode(raw)
-		if !u.hasID {
+		if !u.hasID || u.id <= 0 || u.id > maxUpdateID {
+			// Not an id Telegram gives (they are positive and 32-bit):
+			// nothing to confirm or remember.
 			continue
 		}
-		if offset > 0 && u.id < offset {
+		us = append(us, u)
+		restart = restart && u.id < offset && !recent.has(u.id)
+	}
+	b := batch{restart: restart && len(us) > 0}
+	for _, u := range us {
+		if recent.has(u.id) || slices.Contains(b.ids, u.id) || u.id < offset && !b.restart {
+			b.repeats++
 			continue
 		}
-		b.count++
-		b.next = max(b.next, u.id+1)
+		b.ids = append(b.ids, u.id)
 		if u.ok {
 			b.msgs = append(b.msgs, u.msg)
 		}

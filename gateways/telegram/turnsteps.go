@@ -97,12 +97,19 @@ func (a *answer) streamStep(md string, first bool) turnrender.Step {
 	}
 }
 
+// lostNotice stands in for a part of an answer that could not be
+// delivered, so that the owner knows the answer has a hole in it.
+const lostNotice = "⚠ part of this answer could not be delivered"
+
 // deliverStep shows a complete answer as formatted HTML: the first chunk
-// replaces the streaming message, the others follow as new messages.
+// replaces the streaming message, the others follow as new messages. Each
+// is tried again after a transient failure (postReliably); a chunk that
+// still fails is followed by the rest, then by lostNotice.
 func (a *answer) deliverStep(md string) turnrender.Step {
 	d, id := a.d, a.msgID
 	return func(ctx context.Context) func() {
 		chunks := htmlChunks(md)
+		lost := false
 		for i, c := range chunks {
 			if i == 0 && id > 0 {
 				if err := d.editHTML(ctx, id, c); err == nil {
@@ -112,9 +119,23 @@ func (a *answer) deliverStep(md string) turnrender.Step {
 			reply := i == 0
 			if err := d.sendHTML(ctx, c, reply); err != nil {
 				d.failed(ctx, "sending the answer failed", err)
+				lost = true
 			}
 		}
+		if lost && ctx.Err() == nil {
+			d.noticeLost(ctx)
+		}
 		return func() { a.done = true }
+	}
+}
+
+// noticeLost posts lostNotice, as a reply to the owner's message. It is
+// best effort: Telegram may still be failing.
+func (d *delivery) noticeLost(ctx context.Context) {
+	cfg := tgbotapi.NewMessage(d.chat, lostNotice)
+	d.thread(&cfg.BaseChat)
+	if _, err := d.g.sendReliably(ctx, cfg); err != nil {
+		d.failed(ctx, "sending the notice of a lost part of the answer failed", err)
 	}
 }
 
@@ -130,17 +151,17 @@ func htmlChunks(md string) []string {
 	return out
 }
 
-// editHTML edits a message to an HTML chunk, falling back to its plain
-// text if Telegram cannot parse it.
+// editHTML edits a message to an HTML chunk (postReliably), falling back
+// to its plain text if Telegram cannot parse it.
 func (d *delivery) editHTML(ctx context.Context, id int, chunk string) error {
 	edit := tgbotapi.NewEditMessageText(d.chat, id, chunk)
 	edit.ParseMode = tgbotapi.ModeHTML
 	edit.DisableWebPagePreview = true
-	_, err := d.g.post(ctx, d.chat, edit, 0)
+	_, err := d.g.postReliably(ctx, d.chat, edit)
 	if badMarkup(err) {
 		d.g.log.Warn("Telegram could not parse the answer's HTML; showing it as plain text", "err", err)
 		edit.ParseMode, edit.Text = "", tgmd.Visible(chunk)
-		_, err = d.g.post(ctx, d.chat, edit, 0)
+		_, err = d.g.postReliably(ctx, d.chat, edit)
 	}
 	if err != nil && !notModified(err) {
 		d.failed(ctx, "editing the answer failed; sending it anew", err)
@@ -149,8 +170,8 @@ func (d *delivery) editHTML(ctx context.Context, id int, chunk string) error {
 	return nil
 }
 
-// sendHTML sends an HTML chunk as a new message, as plain text if Telegram
-// cannot parse it.
+// sendHTML sends an HTML chunk as a new message (postReliably), as plain
+// text if Telegram cannot parse it.
 func (d *delivery) sendHTML(ctx context.Context, chunk string, reply bool) error {
 	cfg := tgbotapi.NewMessage(d.chat, chunk)
 	cfg.ParseMode = tgbotapi.ModeHTML
@@ -158,11 +179,11 @@ func (d *delivery) sendHTML(ctx context.Context, chunk string, reply bool) error
 	if reply {
 		d.thread(&cfg.BaseChat)
 	}
-	_, err := d.g.sendMessage(ctx, cfg)
+	_, err := d.g.sendReliably(ctx, cfg)
 	if badMarkup(err) {
 		d.g.log.Warn("Telegram could not parse the answer's HTML; sending it as plain text", "err", err)
 		cfg.ParseMode, cfg.Text = "", tgmd.Visible(chunk)
-		_, err = d.g.sendMessage(ctx, cfg)
+		_, err = d.g.sendReliably(ctx, cfg)
 	}
 	return err
 }

@@ -469,7 +469,7 @@ func TestPollingReadsWebhookCursor(t *testing.T) {
 	g, _ := started(t, srv)
 	sink := &memSink{cursor: fmt.Sprintf("%d;%d", first+1, first)}
 	run(t, g, sink)
-	eventually(t, "the new update", func() bool { return sink.storedCursor() == strconv.Itoa(second+1) })
+	eventually(t, "the new update", func() bool { return sink.storedNext() == strconv.Itoa(second+1) })
 	if msgs := sink.storedMsgs(); len(msgs) != 1 || msgs[0].Text != "new" {
 		t.Errorf("stored %+v, want only the update after the webhook cursor", msgs)
 	}

@@ -179,7 +179,7 @@ func (s *Server) getMe(context.Context, params) (any, *apiError) {
 		CanJoinGroups           bool `json:"can_join_groups"`
 		CanReadAllGroupMessages bool `json:"can_read_all_group_messages"`
 		SupportsInlineQueries   bool `json:"supports_inline_queries"`
-	}{User: s.bot, CanJoinGroups: true}, nil
+	}{User: s.bot, CanJoinGroups: true, CanReadAllGroupMessages: s.privacyOff}, nil
 }
 
 func (s *Server) sendMessage(_ context.Context, p params) (any, *apiError) {

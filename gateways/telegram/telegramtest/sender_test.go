@@ -13,6 +13,7 @@ import (
 // channels, from names Telegram's placeholder rather than a person.
 func TestDeliverOnBehalfOfChat(t *testing.T) {
 	srv := newServer(t)
+	srv.SetPrivacyMode(false)
 	bot := newBot(t, srv)
 	group := telegramtest.Supergroup(77, "Ops")
 	channel := telegramtest.Channel(78, "Ops news")

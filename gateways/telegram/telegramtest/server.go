@@ -8,9 +8,13 @@
 //
 // Point a client at URL() + "/bot%s/%s" (the format go-telegram-bot-api
 // takes as its endpoint). Message ids are counted per chat and shared between
-// inbound and outbound messages, as on Telegram. Update ids start at 1001.
-// Sending to a chat the server has not seen (through an inbound message or
-// AddChat) fails with "chat not found".
+// inbound and outbound messages, as on Telegram. Update ids start at 1001;
+// SkipWeek makes them start again lower, as Telegram does after a week
+// without updates, and an offset beyond the queue's tail is answered from
+// its head. The bot's privacy mode is on, as for a new bot: in groups only
+// commands, replies to the bot and mentions of it reach the bot (see
+// SetPrivacyMode). Sending to a chat the server has not seen (through an
+// inbound message or AddChat) fails with "chat not found".
 //
 // It also models what a chat experience needs: inline keyboards (recorded on
 // Sent, callback_data checked against the 64-byte limit, removed by an edit
@@ -89,6 +93,7 @@ type Server struct {
 	callbacks    map[string]bool // query id → answered
 	hook         webhookState
 	instantEmpty bool
+	privacyOff   bool // see SetPrivacyMode
 	faults       faketest.Faults[Fault]
 	calls        map[string][]Call
 	counts       map[string]int         // requests per method, kept or not

@@ -157,6 +157,7 @@ func encodedRequest(t *testing.T, encoding, base string) *http.Request {
 
 func TestGetUpdatesOffsetConfirms(t *testing.T) {
 	srv := newServer(t)
+	srv.SetPrivacyMode(false)
 	bot := newBot(t, srv)
 	ids := []int{
 		srv.SendText(telegramtest.Private(alice), alice, "one"),

@@ -213,7 +213,8 @@ type Command struct {
 // request to the method takes the first queued fault. Fields combine: Delay
 // is applied first, then the first of Hangup, Malformed, Body and Status that
 // is set decides the answer. A Fault with only Delay set delays a normal
-// answer.
+// answer; a zero Fault lets its request through, so queued before another
+// it aims that one at a later request.
 type Fault struct {
 	// Status is the HTTP status and error_code of an error answer in
 	// Telegram's JSON shape.
