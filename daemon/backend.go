@@ -53,15 +53,42 @@ func (d *Daemon) Mint(ctx context.Context, req control.MintRequest) (control.Min
 	if latch != nil {
 		// Whoever holds the latched chat should know a code exists: if
 		// they did not mint it, something on the machine did.
-		d.announce(latch, fmt.Sprintf("🔑 A pairing code for this bot was minted on the machine at %s. "+
-			"If that was not you, run `latch unpair %s` on the machine.", time.Now().Format("15:04"), req.Gateway))
+		d.announce(latch, mintNotice(req.Gateway, time.Now(), ""))
 	}
 	return res, nil
 }
 
+// mintNotice tells a latched chat that a code was minted; while is ""
+// or says when no daemon ran.
+func mintNotice(gateway string, at time.Time, while string) string {
+	return fmt.Sprintf("🔑 A pairing code for this bot was minted on the machine at %s%s. "+
+		"If that was not you, run `latch unpair %s` on the machine.", at.Format("15:04"), while, gateway)
+}
+
+// unpairNotice is the last thing an unpaired chat is told.
+func unpairNotice(while string) string {
+	return "This chat was unpaired from latch on the machine" + while + ". It no longer controls anything there."
+}
+
+// whileStopped qualifies a notice queued by the CLI with no daemon running.
+const whileStopped = " while latch was stopped"
+
 // MintIn mints a code for gateway in db; it serves both the daemon and the
 // CLI when no daemon runs. It also returns the current latch, if any.
 func MintIn(db *store.DB, p *pairing.Pairer, gateway string, ttl time.Duration, link func(code string) string) (control.MintResult, *store.Latch, error) {
+	return mintIn(db, p, gateway, ttl, link, false)
+}
+
+// MintOffline is MintIn for the CLI when no daemon runs: the announcement
+// to the latched chat is queued in the inbox in the same transaction, and
+// the next start sends it. Without it a command run from the chat could
+// kill the daemon and mint from the orphan it left, unannounced.
+func MintOffline(db *store.DB, p *pairing.Pairer, gateway string, ttl time.Duration, link func(code string) string) (control.MintResult, error) {
+	res, _, err := mintIn(db, p, gateway, ttl, link, true)
+	return res, err
+}
+
+func mintIn(db *store.DB, p *pairing.Pairer, gateway string, ttl time.Duration, link func(code string) string, queue bool) (control.MintResult, *store.Latch, error) {
 	var res control.MintResult
 	var latch *store.Latch
 	err := db.Update(func(tx *store.Tx) error {
@@ -73,10 +100,34 @@ func MintIn(db *store.DB, p *pairing.Pairer, gateway string, ttl time.Duration, 
 		if link != nil {
 			res.Link = link(code)
 		}
-		latch, err = tx.Latch(gateway)
-		return err
+		if latch, err = tx.Latch(gateway); err != nil || latch == nil || !queue {
+			return err
+		}
+		return queueNotice(tx, latch, mintNotice(gateway, time.Now(), whileStopped))
 	})
 	return res, latch, err
+}
+
+// UnpairOffline unpairs gateway in db for the CLI when no daemon runs, and
+// queues the unpair notice to the old chat in the same transaction, for the
+// next start to send. It returns the old latch (nil: none).
+func UnpairOffline(db *store.DB, p *pairing.Pairer, gateway string) (*store.Latch, error) {
+	var old *store.Latch
+	err := db.Update(func(tx *store.Tx) (err error) {
+		if old, err = p.Unpair(tx, gateway); err != nil || old == nil {
+			return err
+		}
+		return queueNotice(tx, old, unpairNotice(whileStopped))
+	})
+	return old, err
+}
+
+// queueNotice stores a notice to l's chat in the inbox; the Hub sends
+// notices whether or not the chat is still latched.
+func queueNotice(tx *store.Tx, l *store.Latch, text string) error {
+	_, err := tx.AppendInbox(store.Entry{Kind: store.KindNotice, Gateway: l.Gateway, ChatID: l.ChatID,
+		UserID: l.UserID, Text: text, Received: time.Now()})
+	return err
 }
 
 func linker(g gateways.Gateway) func(string) string {
@@ -109,7 +160,7 @@ func (d *Daemon) Unpair(ctx context.Context, gateway string) error {
 	// The chat no longer controls anything: what it set going stops too,
 	// the running job and what waits behind it.
 	d.hub.Unlatched(gateway)
-	d.announce(old, "This chat was unpaired from latch on the machine. It no longer controls anything there.")
+	d.announce(old, unpairNotice(""))
 	return nil
 }
 

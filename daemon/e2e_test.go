@@ -14,6 +14,7 @@ import (
 	"github.com/latchd/latch/gateways"
 	"github.com/latchd/latch/gateways/telegram/telegramtest"
 	"github.com/latchd/latch/pairing"
+	"github.com/latchd/latch/store"
 )
 
 func TestE2EPairLockAndCommand(t *testing.T) {
@@ -307,5 +308,55 @@ func TestE2EUnpairStopsTheChatsWork(t *testing.T) {
 	}
 	if sent := e.tg.SentTo(owner.ID); len(sent) != sentBefore+1 {
 		t.Errorf("the unpaired chat got %d messages after the unpair, want only the notice:%s", len(sent)-sentBefore, e.describeSent())
+	}
+}
+
+// TestE2EOfflineMintAndUnpairAreAnnounced: a mint or an unpair made with no
+// daemon running (the CLI writes the store itself) is announced to the
+// latched chat when latch starts again, as one through the control socket
+// is at once. Otherwise a command run from the chat could kill the daemon
+// (kill -9 $PPID) and, from an orphan it left, unpair and mint a code
+// for itself without a word to the owner.
+func TestE2EOfflineMintAndUnpairAreAnnounced(t *testing.T) {
+	e := newEnv(t)
+	r := e.start()
+	e.pair()
+	offline := func(fn func(*store.DB, *pairing.Pairer) error) {
+		t.Helper()
+		secret, err := config.LoadSecret(e.home)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, _ := pairing.New(secret)
+		db, err := OpenStore(e.home)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		if err := fn(db, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r.stop(t)
+	offline(func(db *store.DB, p *pairing.Pairer) error {
+		_, err := MintOffline(db, p, "telegram", time.Minute, nil)
+		return err
+	})
+	r = e.start()
+	if m := e.waitReply(owner.ID, "minted on the machine at"); !strings.Contains(m.Current(), "while latch was stopped") {
+		t.Errorf("mint notice %q", m.Current())
+	}
+	r.stop(t)
+	offline(func(db *store.DB, p *pairing.Pairer) error {
+		old, err := UnpairOffline(db, p, "telegram")
+		if old == nil && err == nil {
+			t.Error("nothing was latched")
+		}
+		return err
+	})
+	e.start()
+	e.waitReply(owner.ID, "unpaired from latch on the machine while latch was stopped")
+	if st := e.status(); st.Latch != nil {
+		t.Errorf("still latched: %+v", st.Latch)
 	}
 }

@@ -65,8 +65,7 @@ func mint(cmd *cobra.Command, cfg *config.Config, gateway string, ttl time.Durat
 			}
 			return "https://t.me/" + bot + "?start=" + code
 		}
-		res, _, err := daemon.MintIn(db, p, gateway, ttl, link)
-		return res, err
+		return daemon.MintOffline(db, p, gateway, ttl, link)
 	})
 }
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/latchd/latch/config"
 	"github.com/latchd/latch/control"
+	"github.com/latchd/latch/daemon"
 	"github.com/latchd/latch/pairing"
 	"github.com/latchd/latch/store"
 )
@@ -40,15 +41,11 @@ func newUnpairCmd() *cobra.Command {
 	}
 }
 
-// unpairOffline removes the latch in the store directly; with no daemon
-// there is nobody to tell the old chat.
+// unpairOffline removes the latch in the store directly; the notice to the
+// old chat waits in the inbox for the next start.
 func unpairOffline(cfg *config.Config, gateway string) error {
 	_, err := withStore(cfg, func(db *store.DB, p *pairing.Pairer) (struct{}, error) {
-		var old *store.Latch
-		err := db.Update(func(tx *store.Tx) (err error) {
-			old, err = p.Unpair(tx, gateway)
-			return err
-		})
+		old, err := daemon.UnpairOffline(db, p, gateway)
 		if err == nil && old == nil {
 			err = control.ErrNotLatched
 		}
