@@ -4,32 +4,65 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 )
 
 // Redact wraps h so that none of secrets appears in a log line, whatever
 // logged it: the message and every attribute value are scrubbed. It is the
 // last line of defence; code should not log secrets in the first place.
 func Redact(h slog.Handler, secrets ...string) slog.Handler {
-	var keep []string
-	for _, s := range secrets {
-		if len(s) >= 6 { // a short "secret" would redact ordinary words
-			keep = append(keep, s)
+	s := &Secrets{}
+	s.Add(secrets...)
+	return RedactWith(h, s)
+}
+
+// RedactWith is Redact with a set that may grow while the logger is in
+// use: a reload adds the new configuration's secrets.
+func RedactWith(h slog.Handler, s *Secrets) slog.Handler {
+	return &redactHandler{next: h, secrets: s}
+}
+
+// Secrets is the set of strings a redacting handler scrubs. It only grows:
+// a token replaced by a reload may still turn up in a line logged late.
+type Secrets struct {
+	mu   sync.Mutex
+	list atomic.Pointer[[]string]
+}
+
+// Add puts secrets into the set; strings under 6 bytes are left out (a
+// short "secret" would redact ordinary words), and so are repeats.
+func (s *Secrets) Add(secrets ...string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var list []string
+	if old := s.list.Load(); old != nil {
+		list = slices.Clone(*old)
+	}
+	for _, sec := range secrets {
+		if len(sec) >= 6 && !slices.Contains(list, sec) {
+			list = append(list, sec)
 		}
 	}
-	if len(keep) == 0 {
-		return h
+	s.list.Store(&list)
+}
+
+func (s *Secrets) all() []string {
+	if l := s.list.Load(); l != nil {
+		return *l
 	}
-	return &redactHandler{next: h, secrets: keep}
+	return nil
 }
 
 type redactHandler struct {
 	next    slog.Handler
-	secrets []string
+	secrets *Secrets
 }
 
 func (r *redactHandler) scrub(s string) string {
-	for _, sec := range r.secrets {
+	for _, sec := range r.secrets.all() {
 		s = strings.ReplaceAll(s, sec, "[redacted]")
 	}
 	return s

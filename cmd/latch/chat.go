@@ -108,7 +108,9 @@ func openChat(ctx context.Context, stderr io.Writer) (*chatTarget, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", daemon.ErrConfig, err)
 	}
-	log, err := newLogger(stderr, "text", "warn", cfg.Telegram.Token, cfg.Telegram.WebhookSecret, cfg.Agent.APIKey, cfg.Discord.Token)
+	secrets := &daemon.Secrets{}
+	secrets.Add(configSecrets(cfg)...)
+	log, err := newLogger(stderr, "text", "warn", secrets)
 	if err != nil {
 		return nil, err
 	}

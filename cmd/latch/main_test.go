@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"github.com/latchd/latch/daemon"
 	"github.com/latchd/latch/store"
 	"os"
 	"path/filepath"
@@ -113,7 +114,9 @@ func TestLoggerUnderJournald(t *testing.T) {
 	for _, journal := range []string{"", "8:1234"} {
 		t.Setenv("JOURNAL_STREAM", journal)
 		var buf bytes.Buffer
-		log, err := newLogger(&buf, "text", "info", "123456:SECRETtoken")
+		secrets := &daemon.Secrets{}
+		secrets.Add("123456:SECRETtoken")
+		log, err := newLogger(&buf, "text", "info", secrets)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -35,7 +35,9 @@ func newRunCmd() *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("%w: %w", daemon.ErrConfig, err)
 			}
-			log, err := newLogger(cmd.ErrOrStderr(), logFormat, logLevel, cfg.Telegram.Token, cfg.Telegram.WebhookSecret, cfg.Agent.APIKey, cfg.Discord.Token)
+			secrets := &daemon.Secrets{}
+			secrets.Add(configSecrets(cfg)...)
+			log, err := newLogger(cmd.ErrOrStderr(), logFormat, logLevel, secrets)
 			if err != nil {
 				return err
 			}
@@ -59,7 +61,14 @@ func newRunCmd() *cobra.Command {
 					}
 				}
 			}()
-			load := func() (*config.Config, error) { return config.Load(home) }
+			load := func() (*config.Config, error) {
+				c, err := config.Load(home)
+				if err == nil {
+					// Before the new daemon logs anything with them.
+					secrets.Add(configSecrets(c)...)
+				}
+				return c, err
+			}
 			build := func(c *config.Config) *daemon.Daemon { return daemon.New(c, log, version) }
 			return daemon.Supervise(ctx, cfg, load, reload, log, build)
 		},
@@ -69,9 +78,14 @@ func newRunCmd() *cobra.Command {
 	return cmd
 }
 
-// newLogger builds the daemon's logger, writing to w, with the given
-// secrets scrubbed from every line.
-func newLogger(w io.Writer, format, level string, secrets ...string) (*slog.Logger, error) {
+// configSecrets are the secrets of c that the log must never show.
+func configSecrets(c *config.Config) []string {
+	return []string{c.Telegram.Token, c.Telegram.WebhookSecret, c.Agent.APIKey, c.Discord.Token}
+}
+
+// newLogger builds the daemon's logger, writing to w, with the secrets
+// scrubbed from every line (the set grows on reload).
+func newLogger(w io.Writer, format, level string, secrets *daemon.Secrets) (*slog.Logger, error) {
 	var lv slog.Level
 	if err := lv.UnmarshalText([]byte(level)); err != nil {
 		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
@@ -95,5 +109,5 @@ func newLogger(w io.Writer, format, level string, secrets ...string) (*slog.Logg
 	default:
 		return nil, fmt.Errorf("--log-format %q: want text or json", format)
 	}
-	return slog.New(daemon.Redact(h, secrets...)), nil
+	return slog.New(daemon.RedactWith(h, secrets)), nil
 }
