@@ -186,6 +186,11 @@ func (r *run) checkDaemon(ctx context.Context) Check {
 		detail += fmt.Sprintf(", up %s", r.d.now().Sub(st.StartedAt).Round(time.Second))
 	}
 	detail += ")"
+	if r.cfg != nil {
+		if c, missing := r.missingGateways(ctx, st, detail); missing {
+			return c
+		}
+	}
 	for _, g := range st.Gateways {
 		if g.Configured && !g.Connected && g.LastError != "" {
 			return warn(fmt.Sprintf("%s; %s is not connected: %s", detail, g.Name, g.LastError), "look at latch logs")

@@ -15,7 +15,9 @@ import (
 
 // checkService looks for latch.service in the user's and the system's
 // service manager and asks systemd whether it is enabled; for a user unit
-// also whether the user manager outlives the login (lingering).
+// also whether the user manager outlives the login (lingering); and for
+// both whether the unit gets the token or API key that doctor found in its
+// own environment.
 func (r *run) checkService(ctx context.Context) Check {
 	userPath, uerr := r.d.unitPath(false)
 	sysPath, serr := r.d.unitPath(true)
@@ -32,6 +34,9 @@ func (r *run) checkService(ctx context.Context) Check {
 	var parts []Check
 	if sysInstalled {
 		parts = append(parts, r.unitState(ctx, true, sysPath))
+		if c, found := r.unitEnv(ctx, true); found {
+			parts = append(parts, c)
+		}
 	}
 	if userInstalled {
 		c := r.unitState(ctx, false, userPath)
@@ -40,6 +45,9 @@ func (r *run) checkService(ctx context.Context) Check {
 			if l, found := r.linger(ctx); found {
 				parts = append(parts, l)
 			}
+		}
+		if c, found := r.unitEnv(ctx, false); found {
+			parts = append(parts, c)
 		}
 	}
 	if userInstalled && sysInstalled {

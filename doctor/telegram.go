@@ -46,7 +46,13 @@ func (r *run) checkTelegram(ctx context.Context) Check {
 	}
 	api.Debug = false // debug logging prints request parameters
 	r.bot = &botState{api: api}
-	return ok(fmt.Sprintf("@%s (Bot API at %s)", api.Self.UserName, t.APIURL))
+	from := ""
+	if t.TokenSource == config.SourceEnv {
+		// Not necessarily the token the daemon has: see the daemon and
+		// service checks.
+		from = "; token from " + config.EnvTelegramToken + " in this shell"
+	}
+	return ok(fmt.Sprintf("@%s (Bot API at %s%s)", api.Self.UserName, t.APIURL, from))
 }
 
 // tokenWhere names the place the token came from, for the fix.

@@ -122,15 +122,19 @@ type InstallResult struct {
 	Replaced bool   // a different unit was there before
 	Written  bool   // false when the same unit was already installed
 	Started  bool   // enabled and started (or restarted)
+	// Restarted is set when latch.service was already running and was
+	// restarted, so that it now runs the unit and binary just installed.
+	Restarted bool
 	// LingerHint is set for a user unit when the user manager stops at
 	// logout: the command that keeps latch running.
 	LingerHint string
 }
 
 // Install writes unit (mode 0644, creating the directory), reloads systemd,
-// and, unless opts.NoStart, enables and starts latch.service. When it
-// replaces a different unit it restarts the service, so the new unit takes
-// effect at once.
+// and, unless opts.NoStart, enables and starts latch.service. When the
+// service already runs it is restarted, so the new unit takes effect at
+// once, and so does a new binary at the same path (an upgrade leaves the
+// unit as it was, and enable --now would leave the old latch running).
 func (m *Manager) Install(ctx context.Context, unit string, opts InstallOptions) (*InstallResult, error) {
 	path, err := m.path()
 	if err != nil {
@@ -155,8 +159,10 @@ func (m *Manager) Install(ctx context.Context, unit string, opts InstallOptions)
 		return res, err
 	}
 	if !opts.NoStart {
-		if res.Replaced {
-			// enable --now would leave a running latch on the old unit.
+		active := m.active(ctx)
+		if res.Replaced || active {
+			// enable --now would leave a running latch on the old unit
+			// or the old binary.
 			err = m.systemctl(ctx, "enable", UnitName)
 			if err == nil {
 				err = m.systemctl(ctx, "restart", UnitName)
@@ -167,7 +173,7 @@ func (m *Manager) Install(ctx context.Context, unit string, opts InstallOptions)
 		if err != nil {
 			return res, err
 		}
-		res.Started = true
+		res.Started, res.Restarted = true, active
 	}
 	if !m.System {
 		res.LingerHint = m.lingerHint(ctx)
@@ -210,6 +216,15 @@ func (m *Manager) Logs(ctx context.Context, follow bool) error {
 		args = append(args, "-f")
 	}
 	return m.run(ctx, Command{Name: "journalctl", Args: args})
+}
+
+// active reports whether latch.service is running; when systemctl cannot
+// tell, it is taken as not running.
+func (m *Manager) active(ctx context.Context) bool {
+	return m.runner()(ctx, Command{
+		Name: "systemctl", Args: m.scope("is-active", "--quiet", UnitName),
+		Stdout: io.Discard, Stderr: io.Discard,
+	}) == nil
 }
 
 // lingerHint returns advice when the user's service manager stops at logout

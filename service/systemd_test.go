@@ -39,8 +39,12 @@ func (f *fakeSystemd) run(_ context.Context, c Command) error {
 	return nil
 }
 
+// newFake is a systemd where latch.service is not running.
 func newFake() *fakeSystemd {
-	return &fakeSystemd{out: map[string]string{}, fail: map[string]int{}}
+	return &fakeSystemd{out: map[string]string{}, fail: map[string]int{
+		"systemctl --user is-active --quiet latch.service": 3,
+		"systemctl is-active --quiet latch.service":        3,
+	}}
 }
 
 func TestInstallUser(t *testing.T) {
@@ -54,8 +58,9 @@ func TestInstallUser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	assertRan(t, f, "systemctl --user daemon-reload", "systemctl --user enable --now latch.service", "loginctl show-user alice -p Linger")
-	if !res.Written || res.Replaced || !res.Started {
+	assertRan(t, f, "systemctl --user daemon-reload", "systemctl --user is-active --quiet latch.service",
+		"systemctl --user enable --now latch.service", "loginctl show-user alice -p Linger")
+	if !res.Written || res.Replaced || !res.Started || res.Restarted {
 		t.Errorf("result %+v, want written and started, not replaced", res)
 	}
 	if !strings.Contains(res.LingerHint, "sudo loginctl enable-linger alice") {
@@ -83,8 +88,8 @@ func TestInstallReplacesAndRestarts(t *testing.T) {
 		t.Fatal(err)
 	}
 	// enable --now would leave the running latch on the old unit.
-	assertRan(t, f, "systemctl --user daemon-reload", "systemctl --user enable latch.service",
-		"systemctl --user restart latch.service", "loginctl show-user alice -p Linger")
+	assertRan(t, f, "systemctl --user daemon-reload", "systemctl --user is-active --quiet latch.service",
+		"systemctl --user enable latch.service", "systemctl --user restart latch.service", "loginctl show-user alice -p Linger")
 	if !res.Replaced || res.LingerHint != "" {
 		t.Errorf("result %+v, want replaced and no linger hint", res)
 	}
@@ -95,10 +100,45 @@ func TestInstallReplacesAndRestarts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Written || res.Replaced {
-		t.Errorf("same unit again: result %+v, want nothing written", res)
+	if res.Written || res.Replaced || res.Restarted {
+		t.Errorf("same unit again, not running: result %+v, want nothing written and no restart", res)
 	}
-	assertRan(t, f, "systemctl --user daemon-reload", "systemctl --user enable --now latch.service", "loginctl show-user alice -p Linger")
+	assertRan(t, f, "systemctl --user daemon-reload", "systemctl --user is-active --quiet latch.service",
+		"systemctl --user enable --now latch.service", "loginctl show-user alice -p Linger")
+}
+
+// TestInstallSameUnitRestartsRunningService: an upgrade puts a new binary
+// at the path the unit names, so the unit is the same; the running latch
+// must be restarted for the new binary to run (enable --now alone leaves
+// the old one).
+func TestInstallSameUnitRestartsRunningService(t *testing.T) {
+	for _, system := range []bool{false, true} {
+		t.Run(fmt.Sprint("system=", system), func(t *testing.T) {
+			f := newFake()
+			scope := "--user "
+			if system {
+				scope = ""
+			}
+			delete(f.fail, "systemctl "+scope+"is-active --quiet latch.service") // running
+			f.out["loginctl show-user alice -p Linger"] = "Linger=yes\n"
+			path := filepath.Join(t.TempDir(), UnitName)
+			os.WriteFile(path, []byte("unit\n"), 0o644)
+			m := &Manager{System: system, Path: path, Run: f.run, User: "alice"}
+			res, err := m.Install(t.Context(), "unit\n", InstallOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := []string{"systemctl " + scope + "daemon-reload", "systemctl " + scope + "is-active --quiet latch.service",
+				"systemctl " + scope + "enable latch.service", "systemctl " + scope + "restart latch.service"}
+			if !system {
+				want = append(want, "loginctl show-user alice -p Linger")
+			}
+			assertRan(t, f, want...)
+			if res.Written || !res.Started || !res.Restarted {
+				t.Errorf("result %+v, want not written, started and restarted", res)
+			}
+		})
+	}
 }
 
 func TestInstallSystemNoStart(t *testing.T) {

@@ -1,7 +1,8 @@
 // Package service runs latch under systemd: it renders the latch.service
 // unit, installs and removes it through systemctl, shows its status and logs
-// through systemctl and journalctl, and speaks the sd_notify protocol
-// (readiness, status line, watchdog) for the daemon.
+// through systemctl and journalctl, tells which secrets latch loads from
+// the environment the service will not have, and speaks the sd_notify
+// protocol (readiness, status line, watchdog) for the daemon.
 //
 // Every external command goes through a [Runner], so tests never touch the
 // real service manager.
@@ -38,6 +39,11 @@ type UnitOptions struct {
 	// Home is $LATCH_HOME, absolute; empty leaves it unset, so latch uses
 	// ~/.latch of the user it runs as.
 	Home string
+	// SearchPath is $PATH for latch and every command it runs (the chat's
+	// !cmd, the agent's tools): absolute directories joined by ':'. Empty
+	// leaves PATH to the service manager, whose default lacks the user's
+	// own directories (~/.local/bin, ~/go/bin).
+	SearchPath string
 	// System renders a unit for the system service manager
 	// (/etc/systemd/system) that runs as User, instead of one for the
 	// user's own service manager.
@@ -113,8 +119,8 @@ ExecStart=`, d.ExecStart, " run\n", `# systemctl reload: SIGHUP reloads config.t
 # then READY=1.
 ExecReload=kill -HUP $MAINPID
 `)
-	if d.Environment != "" {
-		w("Environment=", d.Environment, "\n")
+	for _, e := range d.Environment {
+		w("Environment=", e, "\n")
 	}
 	if d.User != "" {
 		w("User=", d.User, "\n")
@@ -155,7 +161,7 @@ LockPersonality=yes
 type unitData struct {
 	Scope         string // "--user " or "" for the systemctl hint
 	ExecStart     string
-	Environment   string
+	Environment   []string
 	User          string
 	Grace         string
 	TimeoutStop   string
@@ -201,7 +207,13 @@ func newUnitData(opts UnitOptions) (unitData, error) {
 		WantedBy:     "default.target",
 	}
 	if home != "" {
-		d.Environment = quoteWord("LATCH_HOME=" + home)
+		d.Environment = append(d.Environment, quoteWord("LATCH_HOME="+home))
+	}
+	if opts.SearchPath != "" {
+		if err := checkSearchPath(opts.SearchPath); err != nil {
+			return unitData{}, err
+		}
+		d.Environment = append(d.Environment, quoteWord("PATH="+opts.SearchPath))
 	}
 	switch {
 	case opts.System:
@@ -238,6 +250,21 @@ func checkPath(what, p string) (string, error) {
 		return "", fmt.Errorf("%s %q: contains a control character", what, p)
 	}
 	return filepath.Clean(p), nil
+}
+
+// checkSearchPath refuses a PATH with an entry that is empty or relative:
+// either would make the commands latch runs search the directory they run
+// in (the workspace, which the agent writes), not a fixed one.
+func checkSearchPath(p string) error {
+	for dir := range strings.SplitSeq(p, ":") {
+		if dir == "" {
+			return fmt.Errorf("PATH %q: an empty entry means the current directory; remove it", p)
+		}
+		if _, err := checkPath("PATH entry", dir); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // userName matches the user names and numeric ids systemd takes in User=

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -15,7 +16,10 @@ var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 
 // goldenUnits are the variants kept in testdata/<name>.service.
 var goldenUnits = map[string]UnitOptions{
-	"user": {ExecPath: "/usr/local/bin/latch", Home: "/home/alice/.latch"},
+	"user": {
+		ExecPath: "/usr/local/bin/latch", Home: "/home/alice/.latch",
+		SearchPath: "/home/alice/.local/bin:/home/alice/go/bin:/usr/local/bin:/usr/bin:/bin",
+	},
 	"system": {
 		ExecPath: "/usr/local/bin/latch", Home: "/home/alice/.latch",
 		System: true, User: "alice",
@@ -27,6 +31,7 @@ var goldenUnits = map[string]UnitOptions{
 	},
 	"odd-paths": {
 		ExecPath: "/opt/my latch/100%h/latch", Home: `/home/a b/50% "off"/it's\.latch`,
+		SearchPath:    `/opt/my tools/bin:/home/a b/100%h/bin:/srv/"q"/it's\bin:/usr/bin`,
 		ShutdownGrace: 1500 * time.Millisecond,
 	},
 }
@@ -75,7 +80,8 @@ func TestUnitSettings(t *testing.T) {
 		name       string
 		want, deny []string
 	}{
-		{"user", append(common, "WantedBy=default.target"),
+		{"user", append(common, "WantedBy=default.target",
+			"Environment=PATH=/home/alice/.local/bin:/home/alice/go/bin:/usr/local/bin:/usr/bin:/bin"),
 			append(hardening, "User=", "PrivateUsers=", "ProtectHome=")},
 		{"system", append(common, "User=alice", "WantedBy=multi-user.target"),
 			append(hardening, "PrivateUsers=", "ProtectHome=", "default.target")},
@@ -142,6 +148,11 @@ func TestUnitRefuses(t *testing.T) {
 		{"user with a specifier", func(o *UnitOptions) { o.System, o.User = true, "%u" }, "not a valid user name"},
 		{"user starting with -", func(o *UnitOptions) { o.System, o.User = true, "-alice" }, "not a valid user name"},
 		{"negative grace", func(o *UnitOptions) { o.ShutdownGrace = -time.Second }, "negative"},
+		{"PATH with an empty entry", func(o *UnitOptions) { o.SearchPath = "/usr/bin::/bin" }, "empty entry"},
+		{"PATH ending in :", func(o *UnitOptions) { o.SearchPath = "/usr/bin:" }, "empty entry"},
+		{"PATH with a relative entry", func(o *UnitOptions) { o.SearchPath = "/usr/bin:bin" }, "not absolute"},
+		{"PATH with .", func(o *UnitOptions) { o.SearchPath = ".:/usr/bin" }, "not absolute"},
+		{"PATH with newline", func(o *UnitOptions) { o.SearchPath = "/usr/bin\nExecStartPre=/bin/evil" }, "control character"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -226,6 +237,41 @@ func TestUnitEscaping(t *testing.T) {
 				t.Errorf("systemd reads ExecStart=%s as %q, %v; want %q", exec, got, err, execPath)
 			}
 		})
+	}
+}
+
+// TestUnitSearchPath: the PATH survives systemd's reading of the word, and
+// no PATH leaves the manager's default.
+func TestUnitSearchPath(t *testing.T) {
+	for _, p := range []string{
+		"/home/alice/.local/bin:/usr/bin",
+		"/opt/my tools/bin:/usr/bin",
+		`/home/100%h/bin:/srv/"q"/it's\bin:/srv/$HOME/bin`,
+	} {
+		unit, err := Unit(UnitOptions{ExecPath: "/usr/bin/latch", Home: "/home/a/.latch", SearchPath: p})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for l := range strings.SplitSeq(unit, "\n") {
+			if v, ok := strings.CutPrefix(l, "Environment="); ok {
+				w, err := systemdWord(v)
+				if err != nil {
+					t.Errorf("Environment=%s: %v", v, err)
+				}
+				got = append(got, w)
+			}
+		}
+		if want := []string{"LATCH_HOME=/home/a/.latch", "PATH=" + p}; !slices.Equal(got, want) {
+			t.Errorf("SearchPath %q: systemd reads the environment as %q, want %q", p, got, want)
+		}
+	}
+	unit, err := Unit(UnitOptions{ExecPath: "/usr/bin/latch"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(unit, "PATH=") {
+		t.Errorf("unit sets PATH without a SearchPath:\n%s", unit)
 	}
 }
 

@@ -62,7 +62,7 @@ func doctorCLI(t *testing.T, fake *fakeMachine, unitDir string, args ...string) 
 
 // doctorEnv is an initialised latch home whose Telegram settings point at a
 // fake Bot API, with a fake systemd where the user unit is installed,
-// enabled and lingering.
+// enabled and lingering, and gets the token and API keys from a drop-in.
 func doctorEnv(t *testing.T, token string) (home, unitDir string, fake *fakeMachine, tg *telegramtest.Server) {
 	t.Helper()
 	home = testHome(t)
@@ -87,6 +87,7 @@ func doctorEnv(t *testing.T, token string) (home, unitDir string, fake *fakeMach
 	fake = &fakeMachine{out: map[string]string{
 		"systemctl --user is-enabled latch.service": "enabled\n",
 		"loginctl show-user alice -p Linger":        "Linger=yes\n",
+		showEnv:                                     "Environment=LATCH_HOME=" + home + " LATCH_TELEGRAM_TOKEN=in-a-drop-in OPENAI_API_KEY=in-a-drop-in\n",
 	}}
 	return home, unitDir, fake, tg
 }
@@ -184,6 +185,29 @@ func TestDoctorBroken(t *testing.T) {
 		"✗ workspace  ", "is not a directory", "[agent] workspace in " + filepath.Join(home, "config.toml"),
 		"✗ model      cannot reach openai at http://127.0.0.1:1/v1",
 		"\n4 problems, 1 warning.\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	assertNoSecrets(t, out, errOut)
+}
+
+// TestDoctorServiceLacksShellToken: the token doctor finds in its shell
+// does not reach the installed service, which would run without the
+// Telegram gateway; doctor says so, with the fix, though the token works.
+func TestDoctorServiceLacksShellToken(t *testing.T) {
+	home, unitDir, fake, _ := doctorEnv(t, doctorToken)
+	delete(fake.out, showEnv)
+	out, errOut, code := doctorCLI(t, fake, unitDir, "doctor")
+	if code != exitOK {
+		t.Errorf("exit %d, want %d: a warning", code, exitOK)
+	}
+	for _, want := range []string{
+		"✓ telegram   @latch_test_bot", "token from LATCH_TELEGRAM_TOKEN in this shell",
+		"! service    ", "this shell sets LATCH_TELEGRAM_TOKEN, but latch.service does not get it: the service runs without the Telegram bot token",
+		"[telegram] token_file in " + filepath.Join(home, "config.toml"), "systemctl --user edit latch.service",
+		"systemctl --user restart latch.service",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)

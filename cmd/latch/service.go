@@ -1,14 +1,19 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
+	"os/exec"
 	"os/user"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
@@ -17,14 +22,18 @@ import (
 )
 
 // serviceDeps is what the service and logs commands take from the machine;
-// tests replace both so they never run systemctl.
+// tests replace them so they never run systemctl.
 type serviceDeps struct {
-	run        service.Runner
+	run service.Runner
+	// executable is the running binary with symlinks resolved
+	// (os.Executable); arg0 and lookPath find the path it was started by.
 	executable func() (string, error)
+	arg0       string
+	lookPath   func(string) (string, error)
 }
 
 func realServiceDeps() serviceDeps {
-	return serviceDeps{run: service.Exec, executable: os.Executable}
+	return serviceDeps{run: service.Exec, executable: os.Executable, arg0: os.Args[0], lookPath: exec.LookPath}
 }
 
 func newServiceCmd() *cobra.Command { return newServiceCmdWith(realServiceDeps()) }
@@ -41,73 +50,229 @@ func newServiceCmdWith(deps serviceDeps) *cobra.Command {
 	return cmd
 }
 
+// installFlags are the flags of latch service install.
+type installFlags struct {
+	system, noStart, printOnly, harden, allowMissingEnv bool
+	userName, searchPath                                string
+	searchPathSet                                       bool
+}
+
 func newServiceInstallCmd(deps serviceDeps) *cobra.Command {
-	var system, noStart, printOnly, harden bool
-	var userName string
+	var fl installFlags
 	cmd := &cobra.Command{
 		Use:   "install",
 		Short: "Write latch.service, then enable and start it",
 		Long: "install writes latch.service for this latch binary, reloads systemd and runs\n" +
-			"`systemctl enable --now latch.service`. Without --system it is a user service\n" +
-			"in ~/.config/systemd/user; with --system --user NAME a system service in\n" +
+			"`systemctl enable --now latch.service`, or restarts it when it already runs, so\n" +
+			"an upgraded binary takes over. Without --system it is a user service in\n" +
+			"~/.config/systemd/user; with --system --user NAME a system service in\n" +
 			"/etc/systemd/system that runs as NAME (needs root). --harden adds a sandbox;\n" +
-			"read what it costs before you use it.",
+			"read what it costs before you use it.\n\n" +
+			"A service does not inherit your shell's environment: install refuses when the\n" +
+			"bot token or the API key comes only from an environment variable the service\n" +
+			"will not have, and says how to give it one. A user service gets this shell's\n" +
+			"PATH, so the commands the chat runs find what you find (--path to choose).",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			out, errOut := cmd.OutOrStdout(), cmd.ErrOrStderr()
-			if userName != "" && !system {
-				return errors.New("--user names the account a system service runs as and needs --system; a user service always runs as you")
-			}
-			exe, err := latchBinary(deps.executable)
-			if errors.Is(err, errTempBinary) && printOnly {
-				fmt.Fprintln(errOut, "latch: warning:", err)
-			} else if err != nil {
-				return err
-			}
-			home, err := serviceHome(system, userName)
-			if err != nil {
-				return err
-			}
-			unit, err := service.Unit(service.UnitOptions{
-				ExecPath: exe, Home: home, System: system, User: userName, Harden: harden,
-			})
-			if err != nil {
-				return err
-			}
-			if printOnly {
-				_, err := io.WriteString(out, unit)
-				return err
-			}
-			if !system && os.Geteuid() == 0 {
-				fmt.Fprintln(errOut, "latch: warning: installing a user service for root; to run latch as another user, use --system --user NAME")
-			}
-			if userName == "root" || userName == "0" {
-				fmt.Fprintln(errOut, "latch: warning: latch will run as root, and so will every command the chat sends")
-			}
-			m := &service.Manager{System: system, Run: deps.run, Stdout: out, Stderr: errOut, Trace: out}
-			res, err := m.Install(cmd.Context(), unit, service.InstallOptions{NoStart: noStart})
-			if err != nil {
-				return installError(err, system)
-			}
-			printInstalled(out, res, system, harden)
-			return nil
+			fl.searchPathSet = cmd.Flags().Changed("path")
+			return runServiceInstall(cmd, deps, fl)
 		},
 	}
 	f := cmd.Flags()
-	f.BoolVar(&system, "system", false, "install a system service (/etc/systemd/system; needs root and --user)")
-	f.StringVar(&userName, "user", "", "the account a system service runs as")
-	f.BoolVar(&noStart, "no-start", false, "write the unit and reload systemd, but do not enable or start it")
-	f.BoolVar(&printOnly, "print", false, "print the unit and change nothing")
-	f.BoolVar(&harden, "harden", false, "add systemd sandboxing (the agent can no longer use sudo; /usr and /etc become read-only)")
+	f.BoolVar(&fl.system, "system", false, "install a system service (/etc/systemd/system; needs root and --user)")
+	f.StringVar(&fl.userName, "user", "", "the account a system service runs as")
+	f.BoolVar(&fl.noStart, "no-start", false, "write the unit and reload systemd, but do not enable or start it")
+	f.BoolVar(&fl.printOnly, "print", false, "print the unit and change nothing")
+	f.BoolVar(&fl.harden, "harden", false, "add systemd sandboxing (the agent can no longer use sudo; /usr and /etc become read-only)")
+	f.StringVar(&fl.searchPath, "path", "", "PATH for latch and the commands it runs (default: this shell's for a user service, systemd's for a system service; --path= for systemd's)")
+	f.BoolVar(&fl.allowMissingEnv, "allow-missing-env", false, "install and start even though the service will lack a token or API key that only this shell's environment has")
 	return cmd
 }
 
-func printInstalled(w io.Writer, res *service.InstallResult, system, harden bool) {
+func runServiceInstall(cmd *cobra.Command, deps serviceDeps, fl installFlags) error {
+	out, errOut := cmd.OutOrStdout(), cmd.ErrOrStderr()
+	if fl.userName != "" && !fl.system {
+		return errors.New("--user names the account a system service runs as and needs --system; a user service always runs as you")
+	}
+	exe, err := latchBinary(deps)
+	if errors.Is(err, errTempBinary) && fl.printOnly {
+		fmt.Fprintln(errOut, "latch: warning:", err)
+	} else if err != nil {
+		return err
+	}
+	home, err := serviceHome(fl.system, fl.userName)
+	if err != nil {
+		return err
+	}
+	searchPath := fl.searchPath
+	if !fl.searchPathSet && !fl.system {
+		var dropped []string
+		searchPath, dropped = shellSearchPath(os.Getenv("PATH"))
+		if len(dropped) > 0 && !fl.printOnly {
+			fmt.Fprintf(errOut, "latch: warning: left out of the service's PATH, as they are not absolute: %s\n", strings.Join(dropped, ", "))
+		}
+	}
+	unit, err := service.Unit(service.UnitOptions{
+		ExecPath: exe, Home: home, SearchPath: searchPath, System: fl.system, User: fl.userName, Harden: fl.harden,
+	})
+	if err != nil {
+		return err
+	}
+	if fl.printOnly {
+		_, err := io.WriteString(out, unit)
+		return err
+	}
+	if !fl.system && os.Geteuid() == 0 {
+		fmt.Fprintln(errOut, "latch: warning: installing a user service for root; to run latch as another user, use --system --user NAME")
+	}
+	if fl.userName == "root" || fl.userName == "0" {
+		fmt.Fprintln(errOut, "latch: warning: latch will run as root, and so will every command the chat sends")
+	}
+	m := &service.Manager{System: fl.system, Run: deps.run, Stdout: out, Stderr: errOut, Trace: out}
+	if err := checkServiceEnv(cmd.Context(), m, errOut, home, fl); err != nil {
+		return err
+	}
+	res, err := m.Install(cmd.Context(), unit, service.InstallOptions{NoStart: fl.noStart})
+	if err != nil {
+		return installError(err, fl.system)
+	}
+	printInstalled(out, res, exe, searchPath, fl)
+	return nil
+}
+
+// checkServiceEnv loads the config as the service will, with only the
+// environment systemd gives it, and refuses (unless --no-start or
+// --allow-missing-env, which only warn) when a token or API key would be
+// missing: the service would start and report itself ready without the
+// gateway or the model, and latch pair would then fail with "unknown
+// gateway". A system service that runs as someone else is not checked: its
+// config is theirs to read.
+func checkServiceEnv(ctx context.Context, m *service.Manager, errOut io.Writer, home string, fl installFlags) error {
+	if fl.system && !runsAsMe(fl.userName) {
+		return nil
+	}
+	env, err := m.Environment(ctx)
+	if err != nil {
+		fmt.Fprintf(errOut, "latch: warning: could not ask systemd which environment latch.service gets, so the token and API key were not checked: %v\n", err)
+		return nil
+	}
+	for _, f := range env.Unread {
+		fmt.Fprintf(errOut, "latch: warning: cannot read %s, an EnvironmentFile of latch.service, so the token and API key were not checked\n", f)
+	}
+	lacking, err := service.LackingSecrets(home, os.Getenv, env)
+	if err != nil {
+		fmt.Fprintf(errOut, "latch: warning: the config does not load: %v\n(latch doctor says how to fix it; the service cannot start until then)\n", err)
+		return nil
+	}
+	if len(lacking) == 0 {
+		return nil
+	}
+	advice := envAdvice(lacking, home, fl)
+	if fl.noStart || fl.allowMissingEnv {
+		fmt.Fprintf(errOut, "latch: warning: %s\n", advice)
+		return nil
+	}
+	return fmt.Errorf("%s\nTo install and start it anyway, without them: %s --allow-missing-env", advice, installCommand(fl))
+}
+
+// envAdvice says which secrets the service will lack and the two ways to
+// give them to it.
+func envAdvice(lacking []service.EnvSecret, home string, fl installFlags) string {
+	var vars, whats []string
+	for _, s := range lacking {
+		vars, whats = append(vars, s.Var), append(whats, s.What)
+	}
+	comes := "comes"
+	if len(vars) > 1 {
+		comes = "come"
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "latch.service would run without %s: %s %s only from this shell's environment, "+
+		"which a service does not inherit.\nGive the service what it needs in one of two ways, then run %s again:\n",
+		strings.Join(whats, " and "), strings.Join(vars, " and "), comes, installCommand(fl))
+	b.WriteString("  1. a file only you can read, named in " + filepath.Join(home, config.ConfigFile) + ":\n")
+	for _, s := range lacking {
+		file := filepath.Join(home, secretFileName(s.Var))
+		table, key, _ := strings.Cut(s.FileKey, " ")
+		fmt.Fprintf(&b, "       (umask 077; printenv %s > %s)\n", s.Var, shellQuote(file))
+		fmt.Fprintf(&b, "       and under %s: %s = %q\n", table, key, file)
+	}
+	envFile := filepath.Join(home, "service.env")
+	systemctl := "systemctl --user"
+	if fl.system {
+		systemctl = "sudo systemctl"
+	}
+	b.WriteString("  2. an environment file for the service:\n")
+	for _, s := range lacking {
+		fmt.Fprintf(&b, "       (umask 077; printenv | grep '^%s=' >> %s)\n", s.Var, shellQuote(envFile))
+	}
+	fmt.Fprintf(&b, "       %s --no-start\n", installCommand(fl))
+	fmt.Fprintf(&b, "       %s edit %s   and add: [Service] EnvironmentFile=%s", systemctl, service.UnitName, strings.ReplaceAll(envFile, "%", "%%"))
+	return b.String()
+}
+
+// secretFileName is where envAdvice suggests keeping the secret of v.
+func secretFileName(v string) string {
+	switch v {
+	case config.EnvTelegramToken:
+		return "telegram.token"
+	case config.EnvDiscordToken:
+		return "discord.token"
+	}
+	return "api.key"
+}
+
+// installCommand is the install command line for advice.
+func installCommand(fl installFlags) string {
+	if fl.system {
+		return "sudo latch service install --system --user " + fl.userName
+	}
+	return "latch service install"
+}
+
+// runsAsMe reports whether the account name is the one running install.
+func runsAsMe(name string) bool {
+	u, err := user.Lookup(name)
+	return err == nil && u.Uid == strconv.Itoa(os.Geteuid())
+}
+
+// shellQuote quotes s for a POSIX shell when it needs it.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789/._-+,:@") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// shellSearchPath is the PATH a user service gets by default: the
+// installer's, without the entries that are empty or relative (they would
+// search whatever directory a command runs in) or that a unit cannot carry,
+// and without repeats. dropped lists the non-empty entries left out.
+func shellSearchPath(p string) (path string, dropped []string) {
+	var keep []string
+	seen := make(map[string]bool)
+	for dir := range strings.SplitSeq(p, ":") {
+		switch {
+		case dir == "":
+		case !filepath.IsAbs(dir) || !utf8.ValidString(dir) || strings.IndexFunc(dir, unicode.IsControl) >= 0:
+			dropped = append(dropped, strconv.Quote(dir))
+		case !seen[filepath.Clean(dir)]:
+			seen[filepath.Clean(dir)] = true
+			keep = append(keep, filepath.Clean(dir))
+		}
+	}
+	return strings.Join(keep, ":"), dropped
+}
+
+func printInstalled(w io.Writer, res *service.InstallResult, exe, searchPath string, fl installFlags) {
 	kind, systemctl, flag := "user", "systemctl --user", ""
-	if system {
+	if fl.system {
 		kind, systemctl, flag = "system", "systemctl", " --system"
 	}
 	fmt.Fprintln(w)
+	if res.Restarted {
+		fmt.Fprintf(w, "latch.service was running: restarted it, so it now runs %s and this unit.\n", exe)
+	}
 	if res.Started {
 		fmt.Fprintf(w, "latch runs as a %s service. `latch service status%s` shows it; `latch logs -f%s` follows its log.\n", kind, flag, flag)
 	} else {
@@ -116,9 +281,13 @@ func printInstalled(w io.Writer, res *service.InstallResult, system, harden bool
 	if res.LingerHint != "" {
 		fmt.Fprintf(w, "\nNote: %s.\n", res.LingerHint)
 	}
-	if harden {
+	if searchPath != "" && !fl.searchPathSet {
+		fmt.Fprintln(w, "\nThe commands latch runs get this shell's PATH, written into the unit; after you\n"+
+			"change PATH, install again (or choose one with --path).")
+	}
+	if fl.harden {
 		fmt.Fprintf(w, "\n%s\n", service.HardenTradeoff)
-		if !system {
+		if !fl.system {
 			fmt.Fprintln(w, "As a user service it also sets PrivateUsers=yes, which needs unprivileged user\n"+
 				"namespaces; if latch then fails to start, use --system --user NAME instead.")
 		}
@@ -191,26 +360,77 @@ func exitStatus(err error) error {
 // errTempBinary marks a latch binary that will not survive: go run's.
 var errTempBinary = errors.New("this latch is a temporary build (go run, or a temporary directory)")
 
-// latchBinary returns the absolute path of the running latch, with symlinks
-// resolved, and refuses a binary that go run built in a temporary or cache
-// directory: the service would start a file that is soon gone.
-func latchBinary(executable func() (string, error)) (string, error) {
-	p, err := executable()
+// latchBinary returns the absolute path the service should start: the one
+// latch was started by, symlinks kept. A package manager (Homebrew, nix)
+// keeps such a path stable and points it at a versioned directory that an
+// upgrade and cleanup delete, so the resolved path would soon be gone and
+// systemd would fail with 203/EXEC every few seconds. When the path it was
+// started by cannot be found again, it is the resolved one.
+//
+// A binary that go run built in a temporary or cache directory is refused,
+// whether the path or its target lies there: the service would start a
+// file that is soon gone.
+func latchBinary(deps serviceDeps) (string, error) {
+	exe, err := deps.executable()
 	if err != nil {
 		return "", fmt.Errorf("find the latch binary: %w", err)
 	}
-	if resolved, err := filepath.EvalSymlinks(p); err == nil {
-		p = resolved
-	}
-	if p, err = filepath.Abs(p); err != nil {
+	if exe, err = filepath.Abs(exe); err != nil {
 		return "", fmt.Errorf("find the latch binary: %w", err)
 	}
-	if isTempBuild(p) {
-		return p, fmt.Errorf("%w that will not last: %s\n"+
-			"Build it where it can stay, then install from there:\n"+
-			"  go build -o ~/.local/bin/latch ./cmd/latch && ~/.local/bin/latch service install", errTempBinary, p)
+	p := exe
+	if invoked, ok := invokedPath(deps.arg0, deps.lookPath, exe); ok {
+		p = invoked
+	}
+	target := p
+	if resolved, err := filepath.EvalSymlinks(p); err == nil {
+		target = resolved
+	}
+	for _, q := range []string{p, target} {
+		if isTempBuild(q) {
+			return p, fmt.Errorf("%w that will not last: %s\n"+
+				"Build it where it can stay, then install from there:\n"+
+				"  go build -o ~/.local/bin/latch ./cmd/latch && ~/.local/bin/latch service install", errTempBinary, q)
+		}
 	}
 	return p, nil
+}
+
+// invokedPath returns the absolute path latch was started by, from argv[0]
+// (searched in $PATH when it has no slash, as the shell did), if that path
+// still names the running binary exe. argv[0] is whatever the caller chose,
+// so it is trusted only that far.
+func invokedPath(arg0 string, lookPath func(string) (string, error), exe string) (string, bool) {
+	if arg0 == "" {
+		return "", false
+	}
+	p := arg0
+	if !strings.Contains(arg0, "/") {
+		if lookPath == nil {
+			return "", false
+		}
+		// exec.LookPath refuses a match in a relative $PATH entry
+		// (exec.ErrDot): the shell's working directory is not the
+		// service's.
+		found, err := lookPath(arg0)
+		if err != nil {
+			return "", false
+		}
+		p = found
+	}
+	p, err := filepath.Abs(p)
+	if err != nil {
+		return "", false
+	}
+	a, err := os.Stat(p)
+	if err != nil {
+		return "", false
+	}
+	b, err := os.Stat(exe)
+	if err != nil || !os.SameFile(a, b) {
+		return "", false
+	}
+	return p, true
 }
 
 // isTempBuild reports whether p lies in the temporary directory, in

@@ -4,13 +4,16 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/latchd/latch/config"
 	"github.com/latchd/latch/service"
 )
 
@@ -40,7 +43,11 @@ func (f *fakeMachine) run(_ context.Context, c service.Command) error {
 // fake and a latch binary at exe.
 func serviceCLI(t *testing.T, fake *fakeMachine, exe string, args ...string) (string, string, error) {
 	t.Helper()
-	deps := serviceDeps{run: fake.run, executable: func() (string, error) { return exe, nil }}
+	return serviceCLIWith(t, serviceDeps{run: fake.run, executable: func() (string, error) { return exe, nil }}, args...)
+}
+
+func serviceCLIWith(t *testing.T, deps serviceDeps, args ...string) (string, string, error) {
+	t.Helper()
 	root := newRoot()
 	for _, c := range root.Commands() {
 		if c.Name() == "service" || c.Name() == "logs" {
@@ -59,6 +66,10 @@ func serviceCLI(t *testing.T, fake *fakeMachine, exe string, args ...string) (st
 // installedBinary is a latch binary outside any temporary directory.
 const installedBinary = "/usr/local/bin/latch"
 
+// testPATH is the shell's PATH in the service tests.
+const testPATH = "/home/alice/.local/bin:/usr/local/bin:/usr/bin:/bin"
+
+// serviceTestEnv sets up an environment with no token or API key in it.
 func serviceTestEnv(t *testing.T) (unitDir, home string) {
 	t.Helper()
 	cfg := filepath.Join(t.TempDir(), "config")
@@ -66,17 +77,37 @@ func serviceTestEnv(t *testing.T) (unitDir, home string) {
 	home = filepath.Join(t.TempDir(), "latch home")
 	t.Setenv("LATCH_HOME", home)
 	t.Setenv("USER", "alice")
+	t.Setenv("PATH", testPATH)
+	for _, v := range []string{config.EnvTelegramToken, config.EnvDiscordToken, config.EnvAnthropicAPIKey, config.EnvOpenAIAPIKey} {
+		t.Setenv(v, "")
+	}
 	return filepath.Join(cfg, "systemd", "user"), home
+}
+
+// Commands install runs to learn the service's environment and state.
+const (
+	showEnv     = "systemctl --user show latch.service -p Environment -p EnvironmentFiles"
+	showManager = "systemctl --user show-environment"
+	isActive    = "systemctl --user is-active --quiet latch.service"
+)
+
+// stopped is a fake systemd where latch.service does not run.
+func stopped(out map[string]string) *fakeMachine {
+	if out == nil {
+		out = map[string]string{}
+	}
+	return &fakeMachine{out: out, code: map[string]int{isActive: 3}}
 }
 
 func TestServiceInstallUser(t *testing.T) {
 	unitDir, home := serviceTestEnv(t)
-	fake := &fakeMachine{out: map[string]string{"loginctl show-user alice -p Linger": "Linger=no\n"}}
+	fake := stopped(map[string]string{"loginctl show-user alice -p Linger": "Linger=no\n"})
 	out, _, err := serviceCLI(t, fake, installedBinary, "service", "install", "--harden")
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"systemctl --user daemon-reload", "systemctl --user enable --now latch.service", "loginctl show-user alice -p Linger"}
+	want := []string{showEnv, showManager, "systemctl --user daemon-reload", isActive,
+		"systemctl --user enable --now latch.service", "loginctl show-user alice -p Linger"}
 	if !slices.Equal(fake.ran, want) {
 		t.Errorf("ran %q, want %q", fake.ran, want)
 	}
@@ -84,7 +115,8 @@ func TestServiceInstallUser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, line := range []string{"ExecStart=/usr/local/bin/latch run", `Environment="LATCH_HOME=` + home + `"`, "NoNewPrivileges=yes"} {
+	for _, line := range []string{"ExecStart=/usr/local/bin/latch run", `Environment="LATCH_HOME=` + home + `"`,
+		"Environment=PATH=" + testPATH, "NoNewPrivileges=yes"} {
 		if !strings.Contains(string(unit), "\n"+line+"\n") {
 			t.Errorf("unit lacks %q:\n%s", line, unit)
 		}
@@ -200,5 +232,273 @@ func TestServiceStatusAndLogsPassExitStatus(t *testing.T) {
 		if !slices.Equal(fake.ran, []string{tt.cmd}) || out != "some output\n" {
 			t.Errorf("latch %s ran %q, printed %q; want %q and its output", strings.Join(tt.args, " "), fake.ran, out, tt.cmd)
 		}
+	}
+}
+
+// TestServiceInstallRestartsRunningService: an upgrade leaves the unit as
+// it was; the running latch is restarted so the new binary runs, and the
+// output says so.
+func TestServiceInstallRestartsRunningService(t *testing.T) {
+	serviceTestEnv(t)
+	fake := &fakeMachine{out: map[string]string{"loginctl show-user alice -p Linger": "Linger=yes\n"}} // is-active: 0
+	if _, _, err := serviceCLI(t, fake, installedBinary, "service", "install"); err != nil {
+		t.Fatal(err)
+	}
+	fake.ran = nil
+	out, _, err := serviceCLI(t, fake, installedBinary, "service", "install")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{showEnv, showManager, "systemctl --user daemon-reload", isActive,
+		"systemctl --user enable latch.service", "systemctl --user restart latch.service", "loginctl show-user alice -p Linger"}
+	if !slices.Equal(fake.ran, want) {
+		t.Errorf("ran %q, want %q", fake.ran, want)
+	}
+	if !strings.Contains(out, "is up to date") || !strings.Contains(out, "was running: restarted it, so it now runs "+installedBinary) {
+		t.Errorf("output does not say the running latch was restarted:\n%s", out)
+	}
+}
+
+// TestServiceInstallEnvOnlySecrets: a token or key that only the shell's
+// environment has would not reach the service, which would then start
+// without the gateway or the model. install refuses, changing nothing,
+// and says how to fix it; --no-start and --allow-missing-env only warn.
+func TestServiceInstallEnvOnlySecrets(t *testing.T) {
+	const token = "123456:AAserviceTOKENsecret01"
+	const key = "sk-ant-serviceKEYsecret-01"
+	tests := []struct {
+		name    string
+		config  string            // config.toml, if any
+		files   map[string]string // more files in the home
+		env     map[string]string
+		unitEnv map[string]string // what systemctl show prints
+		flags   []string
+		refused bool
+		warned  []string // the variables the warning or refusal names
+	}{
+		{name: "token only in the shell", env: map[string]string{config.EnvTelegramToken: token},
+			refused: true, warned: []string{config.EnvTelegramToken}},
+		{name: "token and API key only in the shell", config: "[agent]\nprovider = \"anthropic\"\n",
+			env:     map[string]string{config.EnvTelegramToken: token, config.EnvAnthropicAPIKey: key},
+			refused: true, warned: []string{config.EnvTelegramToken, config.EnvAnthropicAPIKey}},
+		{name: "--allow-missing-env", env: map[string]string{config.EnvTelegramToken: token},
+			flags: []string{"--allow-missing-env"}, warned: []string{config.EnvTelegramToken}},
+		{name: "--no-start", env: map[string]string{config.EnvTelegramToken: token},
+			flags: []string{"--no-start"}, warned: []string{config.EnvTelegramToken}},
+		{name: "a drop-in sets it", env: map[string]string{config.EnvTelegramToken: token},
+			unitEnv: map[string]string{showEnv: "Environment=LATCH_HOME=/x " + config.EnvTelegramToken + "=from-drop-in\n"}},
+		{name: "the user manager has it", env: map[string]string{config.EnvTelegramToken: token},
+			unitEnv: map[string]string{showManager: config.EnvTelegramToken + "=imported\n"}},
+		{name: "token_file behind it", config: "[telegram]\ntoken_file = \"tg.token\"\n",
+			files: map[string]string{"tg.token": token}, env: map[string]string{config.EnvTelegramToken: token}},
+		{name: "token in config.toml", config: "[telegram]\ntoken = \"" + token + "\"\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			unitDir, home := serviceTestEnv(t)
+			if err := os.MkdirAll(home, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			if tt.config != "" {
+				writeDoctorConfig(t, home, tt.config)
+			}
+			for name, text := range tt.files {
+				if err := os.WriteFile(filepath.Join(home, name), []byte(text), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for k, v := range tt.env {
+				t.Setenv(k, v)
+			}
+			fake := stopped(tt.unitEnv)
+			out, errOut, err := serviceCLI(t, fake, installedBinary, append([]string{"service", "install"}, tt.flags...)...)
+			assertNoSecrets(t, out, errOut, fmt.Sprint(err))
+			for _, s := range []string{token, key} {
+				if strings.Contains(out+errOut+fmt.Sprint(err), s) {
+					t.Errorf("output shows the secret %q", s)
+				}
+			}
+			_, statErr := os.Stat(filepath.Join(unitDir, service.UnitName))
+			if tt.refused {
+				if err == nil {
+					t.Fatalf("install succeeded; want a refusal\n%s", out)
+				}
+				if !slices.Equal(fake.ran, []string{showEnv, showManager}) || statErr == nil {
+					t.Errorf("a refused install changed something: ran %q, unit file: %v", fake.ran, statErr)
+				}
+				for _, want := range []string{"token_file", "EnvironmentFile=" + filepath.Join(home, "service.env"),
+					"systemctl --user edit latch.service", "latch service install --no-start", "--allow-missing-env"} {
+					if !strings.Contains(err.Error(), want) && !(want == "token_file" && strings.Contains(err.Error(), "api_key_file")) {
+						t.Errorf("refusal lacks %q:\n%v", want, err)
+					}
+				}
+				for _, v := range tt.warned {
+					if !strings.Contains(err.Error(), v) {
+						t.Errorf("refusal does not name %s:\n%v", v, err)
+					}
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("install: %v\n%s", err, errOut)
+			}
+			if statErr != nil {
+				t.Errorf("no unit written: %v", statErr)
+			}
+			if len(tt.warned) == 0 && strings.Contains(errOut, "would run without") {
+				t.Errorf("a warning although the service gets everything:\n%s", errOut)
+			}
+			for _, v := range tt.warned {
+				if !strings.Contains(errOut, "warning: latch.service would run without") || !strings.Contains(errOut, v) {
+					t.Errorf("no warning naming %s:\n%s", v, errOut)
+				}
+			}
+		})
+	}
+}
+
+// TestServiceInstallKeepsInvokedPath: installed as Homebrew and nix do, a
+// stable symlink to a versioned binary, the unit names the symlink: an
+// upgrade and cleanup delete the versioned path, and a unit naming it would
+// fail with 203/EXEC for ever.
+func TestServiceInstallKeepsInvokedPath(t *testing.T) {
+	unitDir, _ := serviceTestEnv(t)
+	root := t.TempDir()
+	// t.TempDir lies in the temporary directory, which install refuses as
+	// a go run build; move that elsewhere.
+	t.Setenv("TMPDIR", filepath.Join(root, "tmp"))
+	t.Setenv("GOCACHE", filepath.Join(root, "gocache"))
+	versioned := filepath.Join(root, "Cellar", "latch", "1.2.0", "bin", "latch")
+	other := filepath.Join(root, "other", "latch")
+	bin := filepath.Join(root, "bin")
+	for _, p := range []string{versioned, other} {
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte("#!/bin/sh\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.MkdirAll(bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	stable := filepath.Join(bin, "latch")
+	if err := os.Symlink("../Cellar/latch/1.2.0/bin/latch", stable); err != nil {
+		t.Fatal(err)
+	}
+	tmpBuild := filepath.Join(root, "tmp", "go-build99", "exe", "latch")
+	if err := os.MkdirAll(filepath.Dir(tmpBuild), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(tmpBuild, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	tmpLink := filepath.Join(root, "linked", "latch")
+	os.MkdirAll(filepath.Dir(tmpLink), 0o755)
+	if err := os.Symlink(tmpBuild, tmpLink); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name     string
+		path     string // $PATH
+		arg0     string
+		exe      string // os.Executable: symlinks resolved
+		want     string // ExecStart's path; "" for a refusal
+		wantTemp bool
+	}{
+		{"found in $PATH", bin + ":/usr/bin", "latch", versioned, stable, false},
+		{"started by its full path", "/usr/bin", stable, versioned, stable, false},
+		{"started by a relative path", "/usr/bin", "bin/latch", versioned, stable, false},
+		{"argv[0] names another binary", bin, other, versioned, versioned, false},
+		{"not in $PATH", "/usr/bin", "latch", versioned, versioned, false},
+		{"only in a relative $PATH entry", "bin:/usr/bin", "latch", versioned, versioned, false},
+		{"argv[0] empty", bin, "", versioned, versioned, false},
+		{"go run", bin, tmpBuild, tmpBuild, "", true},
+		{"a stable symlink to a go run build", bin, tmpLink, tmpBuild, "", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Chdir(root)
+			t.Setenv("PATH", tt.path)
+			fake := stopped(nil)
+			deps := serviceDeps{run: fake.run, executable: func() (string, error) { return tt.exe, nil },
+				arg0: tt.arg0, lookPath: exec.LookPath}
+			_, _, err := serviceCLIWith(t, deps, "service", "install", "--path=/usr/bin")
+			if tt.wantTemp {
+				if !errors.Is(err, errTempBinary) {
+					t.Errorf("install: %v, want a refusal of the temporary build", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			unit, err := os.ReadFile(filepath.Join(unitDir, service.UnitName))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := "\nExecStart=" + tt.want + " run\n"; !strings.Contains(string(unit), want) {
+				t.Errorf("unit lacks %q:\n%s", want, unit)
+			}
+		})
+	}
+}
+
+// TestServiceInstallPATH: a user service gets the shell's PATH, so the
+// chat's !cmd finds ~/.local/bin and ~/go/bin, without the entries that
+// would search the working directory; --path chooses another, --path= none.
+func TestServiceInstallPATH(t *testing.T) {
+	tests := []struct {
+		name    string
+		shell   string
+		flags   []string
+		want    string // the PATH line; "" for none
+		dropped string
+	}{
+		{"the shell's", testPATH, nil, "Environment=PATH=" + testPATH, ""},
+		{"without relative, empty and repeated entries", "/home/alice/go/bin::.:bin:/usr/bin/:/usr/bin",
+			nil, "Environment=PATH=/home/alice/go/bin:/usr/bin", `".", "bin"`},
+		{"with a space", "/opt/my tools/bin:/usr/bin", nil, `Environment="PATH=/opt/my tools/bin:/usr/bin"`, ""},
+		{"--path", testPATH, []string{"--path", "/opt/bin:/usr/bin"}, "Environment=PATH=/opt/bin:/usr/bin", ""},
+		{"--path=", testPATH, []string{"--path="}, "", ""},
+		{"a system service", testPATH, []string{"--system", "--user", "root"}, "", ""},
+		{"a system service with --path", testPATH, []string{"--system", "--user", "root", "--path", "/opt/bin"}, "Environment=PATH=/opt/bin", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			serviceTestEnv(t)
+			t.Setenv("PATH", tt.shell)
+			out, errOut, err := serviceCLI(t, stopped(nil), installedBinary, append([]string{"service", "install", "--print"}, tt.flags...)...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got string
+			for l := range strings.SplitSeq(out, "\n") {
+				if strings.HasPrefix(l, "Environment=PATH=") || strings.HasPrefix(l, `Environment="PATH=`) {
+					got = l
+				}
+			}
+			if got != tt.want {
+				t.Errorf("PATH line %q, want %q\n%s", got, tt.want, out)
+			}
+			if tt.dropped != "" && errOut != "" {
+				t.Errorf("--print warned %q; it only prints", errOut)
+			}
+		})
+	}
+	// Installing (not --print) says where PATH came from, and what was
+	// left out.
+	serviceTestEnv(t)
+	t.Setenv("PATH", "/usr/bin:.")
+	out, errOut, err := serviceCLI(t, stopped(nil), installedBinary, "service", "install")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "this shell's PATH") || !strings.Contains(errOut, `left out of the service's PATH, as they are not absolute: "."`) {
+		t.Errorf("install does not say where PATH came from:\nstdout %s\nstderr %s", out, errOut)
+	}
+	// A PATH the unit cannot carry is refused, naming the entry.
+	if _, _, err := serviceCLI(t, stopped(nil), installedBinary, "service", "install", "--print", "--path", "/usr/bin:relative"); err == nil || !strings.Contains(err.Error(), "relative") {
+		t.Errorf("--path with a relative entry: %v, want a refusal", err)
 	}
 }

@@ -1,0 +1,167 @@
+package doctor
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/latchd/latch/config"
+	"github.com/latchd/latch/control"
+	"github.com/latchd/latch/service"
+)
+
+// configuredGateway is a gateway the config doctor loaded turns on.
+type configuredGateway struct {
+	name   string             // as the daemon names it
+	secret *service.EnvSecret // set when its token came from the environment
+}
+
+// configuredGateways lists the gateways cfg turns on.
+func configuredGateways(cfg *config.Config) []configuredGateway {
+	fromEnv := make(map[string]service.EnvSecret)
+	for _, s := range service.EnvSecrets(cfg) {
+		fromEnv[s.Var] = s
+	}
+	var out []configuredGateway
+	add := func(name, envVar string) {
+		g := configuredGateway{name: name}
+		if s, ok := fromEnv[envVar]; ok {
+			g.secret = &s
+		}
+		out = append(out, g)
+	}
+	if cfg.Telegram.Enabled() {
+		add("telegram", config.EnvTelegramToken)
+	}
+	if cfg.Discord.Enabled() {
+		add("discord", config.EnvDiscordToken)
+	}
+	return out
+}
+
+// missingGateways fails the daemon check when a gateway the config turns
+// on is not among the running daemon's: doctor's checks of that gateway
+// would pass while the daemon cannot use it, and latch pair would fail with
+// "unknown gateway". The usual cause is a token in the shell's environment
+// that the service never got.
+func (r *run) missingGateways(ctx context.Context, st control.Status, detail string) (Check, bool) {
+	running := make(map[string]bool)
+	for _, g := range st.Gateways {
+		running[g.Name] = true
+	}
+	var names []string
+	var secrets []service.EnvSecret
+	for _, g := range configuredGateways(r.cfg) {
+		if running[g.name] {
+			continue
+		}
+		names = append(names, g.name)
+		if g.secret != nil {
+			secrets = append(secrets, *g.secret)
+		}
+	}
+	if len(names) == 0 {
+		return Check{}, false
+	}
+	gateway := "gateway"
+	if len(names) > 1 {
+		gateway = "gateways"
+	}
+	detail = fmt.Sprintf("%s without the %s %s that %s turns on: latch pair %s fails with \"unknown gateway\"",
+		detail, strings.Join(names, " and "), gateway, r.cfg.Path, names[0])
+	system, underUnit := r.unitOf(ctx, st.PID)
+	systemctl := systemctlFor(system)
+	var fix string
+	switch {
+	case len(secrets) > 0 && underUnit:
+		fix = fmt.Sprintf("latch.service does not get %s, which comes from this shell's environment: %s",
+			varNames(secrets), envFix(secrets, r.cfg.Path, systemctl))
+	case len(secrets) > 0:
+		fix = fmt.Sprintf("the running latch (pid %d) was started without %s: stop it and start latch run again where %s is set, "+
+			"or put it in a file (chmod 600) named by %s in %s", st.PID, varNames(secrets), varNames(secrets), fileKeys(secrets), r.cfg.Path)
+	case underUnit:
+		fix = fmt.Sprintf("the config changed since latch started: %s reload %s", systemctl, service.UnitName)
+	default:
+		fix = fmt.Sprintf("the config changed since latch started: restart latch run, or reload it with kill -HUP %d", st.PID)
+	}
+	return fail(detail, fix), true
+}
+
+// unitOf reports whether the daemon with pid is latch.service's main
+// process, and in which service manager.
+func (r *run) unitOf(ctx context.Context, pid int) (system, found bool) {
+	for _, system := range []bool{false, true} {
+		path, err := r.d.unitPath(system)
+		if err != nil || !exists(path) {
+			continue
+		}
+		args := []string{"--user", "show", service.UnitName, "-p", "MainPID", "--value"}
+		if system {
+			args = args[1:]
+		}
+		var out bytes.Buffer
+		err = r.d.runner()(ctx, service.Command{Name: "systemctl", Args: args, Stdout: &out})
+		if err == nil && strings.TrimSpace(out.String()) == strconv.Itoa(pid) {
+			return system, true
+		}
+	}
+	return false, false
+}
+
+// unitEnv warns when this shell's environment supplies a token or API key
+// that the installed unit does not pass to latch, and config.toml has no
+// other source for it: the service runs without it, whatever the checks
+// that use doctor's own environment say. It says nothing when it cannot
+// tell.
+func (r *run) unitEnv(ctx context.Context, system bool) (Check, bool) {
+	if r.cfg == nil || len(service.EnvSecrets(r.cfg)) == 0 {
+		return Check{}, false
+	}
+	m := &service.Manager{System: system, Run: r.d.runner()}
+	env, err := m.Environment(ctx)
+	if err != nil {
+		return Check{}, false
+	}
+	lacking, err := service.LackingSecrets(r.home, r.d.getenv, env)
+	if err != nil || len(lacking) == 0 {
+		return Check{}, false
+	}
+	var whats []string
+	for _, s := range lacking {
+		whats = append(whats, s.What)
+	}
+	return warn(fmt.Sprintf("this shell sets %s, but latch.service does not get it: the service runs without %s",
+		varNames(lacking), strings.Join(whats, " and ")), envFix(lacking, r.cfg.Path, systemctlFor(system))), true
+}
+
+// envFix says how to give the service secrets it lacks.
+func envFix(secrets []service.EnvSecret, cfgPath, systemctl string) string {
+	return fmt.Sprintf("put it in a file (chmod 600) named by %s in %s, or give the service an EnvironmentFile= that sets %s "+
+		"(%s edit %s; [Service] EnvironmentFile=FILE), then %s restart %s",
+		fileKeys(secrets), cfgPath, varNames(secrets), systemctl, service.UnitName, systemctl, service.UnitName)
+}
+
+func systemctlFor(system bool) string {
+	if system {
+		return "sudo systemctl"
+	}
+	return "systemctl --user"
+}
+
+func varNames(secrets []service.EnvSecret) string {
+	var v []string
+	for _, s := range secrets {
+		v = append(v, s.Var)
+	}
+	return strings.Join(v, " and ")
+}
+
+func fileKeys(secrets []service.EnvSecret) string {
+	var v []string
+	for _, s := range secrets {
+		v = append(v, s.FileKey)
+	}
+	return strings.Join(v, " and ")
+}

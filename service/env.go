@@ -1,0 +1,207 @@
+package service
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/latchd/latch/config"
+)
+
+// EnvSecret is a secret that latch took from an environment variable. A
+// service has only the environment its unit and its service manager give
+// it, not the one of the shell that installed it.
+type EnvSecret struct {
+	Var     string // the variable, such as LATCH_TELEGRAM_TOKEN
+	What    string // what it holds, for messages
+	FileKey string // the config.toml setting that reads it from a file instead
+}
+
+// EnvSecrets lists the secrets cfg took from environment variables.
+func EnvSecrets(cfg *config.Config) []EnvSecret {
+	var out []EnvSecret
+	if cfg.Telegram.TokenSource == config.SourceEnv {
+		out = append(out, EnvSecret{config.EnvTelegramToken, "the Telegram bot token", "[telegram] token_file"})
+	}
+	if cfg.Discord.TokenSource == config.EnvDiscordToken {
+		out = append(out, EnvSecret{config.EnvDiscordToken, "the Discord bot token", "[discord] token_file"})
+	}
+	if s := cfg.Agent.APIKeySource; s == config.EnvAnthropicAPIKey || s == config.EnvOpenAIAPIKey {
+		out = append(out, EnvSecret{s, "the model provider's API key", "[agent] api_key_file"})
+	}
+	return out
+}
+
+// LackingSecrets loads the config in home as latch.service will see it and
+// returns the secrets the service would run without: those that, with
+// getenv as the environment, come from a variable that env does not set and
+// that config.toml does not supply otherwise (token_file, api_key_file).
+// The error is the config's own, when it does not load with getenv.
+//
+// When env has files it could not read, they may set anything: nothing is
+// reported as lacking.
+func LackingSecrets(home string, getenv func(string) string, env UnitEnv) ([]EnvSecret, error) {
+	cfg, err := config.Loader{Getenv: getenv}.Load(home)
+	if err != nil {
+		return nil, err
+	}
+	var missing []EnvSecret
+	hidden := make(map[string]bool)
+	for _, s := range EnvSecrets(cfg) {
+		if !env.Sets(s.Var) {
+			missing = append(missing, s)
+			hidden[s.Var] = true
+		}
+	}
+	if len(missing) == 0 || len(env.Unread) > 0 {
+		return nil, nil
+	}
+	svc, err := config.Loader{Getenv: func(k string) string {
+		if hidden[k] {
+			return ""
+		}
+		return getenv(k)
+	}}.Load(home)
+	if err != nil {
+		// Without the variables the config does not even load (a token
+		// file that is missing, say): the service lacks all of them.
+		return missing, nil
+	}
+	var lacking []EnvSecret
+	for _, s := range missing {
+		if !hasSecret(svc, s.Var) {
+			lacking = append(lacking, s)
+		}
+	}
+	return lacking, nil
+}
+
+// hasSecret reports whether cfg holds the secret that variable v supplies.
+func hasSecret(cfg *config.Config, v string) bool {
+	switch v {
+	case config.EnvTelegramToken:
+		return cfg.Telegram.Enabled()
+	case config.EnvDiscordToken:
+		return cfg.Discord.Enabled()
+	}
+	return cfg.Agent.APIKey != ""
+}
+
+// UnitEnv is what systemd puts into latch.service's environment, by name:
+// its Environment= settings (drop-ins included), the variables its
+// EnvironmentFile= files set, and the service manager's own environment
+// (environment.d, systemctl set-environment or import-environment).
+type UnitEnv struct {
+	names map[string]bool
+	// Unread lists the EnvironmentFile= files that could not be read.
+	Unread []string
+}
+
+// Sets reports whether the environment sets the variable name.
+func (e UnitEnv) Sets(name string) bool { return e.names[name] }
+
+// maxEnvFile bounds what is read of an EnvironmentFile=.
+const maxEnvFile = 1 << 20
+
+// Environment asks systemd which variables latch.service gets. Only names
+// are kept: the values may be secrets. A unit systemd does not know has
+// only the service manager's environment. The error is ErrNoSystemd when
+// systemctl is missing, or systemctl's failure.
+func (m *Manager) Environment(ctx context.Context) (UnitEnv, error) {
+	env := UnitEnv{names: make(map[string]bool)}
+	var show bytes.Buffer
+	err := m.runner()(ctx, Command{
+		Name: "systemctl", Args: m.scope("show", UnitName, "-p", "Environment", "-p", "EnvironmentFiles"),
+		Stdout: &show, Stderr: io.Discard,
+	})
+	if err != nil {
+		return env, err
+	}
+	for line := range strings.Lines(show.String()) {
+		line = strings.TrimRight(line, "\n")
+		if v, ok := strings.CutPrefix(line, "Environment="); ok {
+			for _, w := range showWords(v) {
+				env.add(w)
+			}
+		} else if v, ok := strings.CutPrefix(line, "EnvironmentFiles="); ok {
+			path, _, _ := strings.Cut(v, " (ignore_errors=")
+			if err := env.addFile(path); err != nil {
+				env.Unread = append(env.Unread, path)
+			}
+		}
+	}
+	var manager bytes.Buffer
+	err = m.runner()(ctx, Command{Name: "systemctl", Args: m.scope("show-environment"), Stdout: &manager, Stderr: io.Discard})
+	if err != nil {
+		return env, err
+	}
+	for line := range strings.Lines(manager.String()) {
+		env.add(line)
+	}
+	return env, nil
+}
+
+// add records the name of a NAME=value assignment.
+func (e UnitEnv) add(assignment string) {
+	if name, _, ok := strings.Cut(assignment, "="); ok && name != "" {
+		e.names[strings.TrimSpace(name)] = true
+	}
+}
+
+// addFile records the names an EnvironmentFile= sets: one NAME=value a
+// line, # and ; starting comments (systemd.exec(5)).
+func (e UnitEnv) addFile(path string) error {
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil // systemd refuses to start the unit, or ignores it with "-"
+	}
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(io.LimitReader(f, maxEnvFile))
+	sc.Buffer(nil, maxEnvFile)
+	for sc.Scan() {
+		line := strings.TrimLeft(sc.Text(), " \t")
+		if line != "" && line[0] != '#' && line[0] != ';' {
+			e.add(line)
+		}
+	}
+	return sc.Err()
+}
+
+// showWords splits a list property as systemctl show prints it: words
+// separated by spaces, each double-quoted with backslash escapes when it
+// needs quoting.
+func showWords(s string) []string {
+	var words []string
+	var w strings.Builder
+	inWord, quoted := false, false
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case quoted && c == '\\' && i+1 < len(s):
+			i++
+			w.WriteByte(s[i])
+		case c == '"':
+			quoted, inWord = !quoted, true
+		case c == ' ' && !quoted:
+			if inWord {
+				words = append(words, w.String())
+			}
+			w.Reset()
+			inWord = false
+		default:
+			w.WriteByte(c)
+			inWord = true
+		}
+	}
+	if inWord {
+		words = append(words, w.String())
+	}
+	return words
+}

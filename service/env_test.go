@@ -1,0 +1,143 @@
+package service
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/latchd/latch/config"
+)
+
+// TestEnvironment reads the names latch.service gets from each place
+// systemd takes them: Environment= (quoted as systemctl show quotes), an
+// EnvironmentFile=, and the service manager's environment.
+func TestEnvironment(t *testing.T) {
+	dir := t.TempDir()
+	envFile := filepath.Join(dir, "latch env")
+	writeTestFile(t, envFile, "# LATCH_COMMENTED=x\n; SEMI=x\n\n  ANTHROPIC_API_KEY=sk-in-a-file\nexport EXPORTED=x\n")
+	unreadable := filepath.Join(dir, "a-directory")
+	if err := os.Mkdir(unreadable, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for _, system := range []bool{false, true} {
+		scope := "--user "
+		if system {
+			scope = ""
+		}
+		f := newFake()
+		f.out["systemctl "+scope+"show latch.service -p Environment -p EnvironmentFiles"] = "" +
+			`Environment=LATCH_HOME=/home/a/.latch "PATH=/opt/my tools/bin:/usr/bin" "QUOTED=a \"LATCH_FAKE=b\" c"` + "\n" +
+			"EnvironmentFiles=" + envFile + " (ignore_errors=no)\n" +
+			"EnvironmentFiles=" + filepath.Join(dir, "missing") + " (ignore_errors=yes)\n" +
+			"EnvironmentFiles=" + unreadable + " (ignore_errors=no)\n"
+		f.out["systemctl "+scope+"show-environment"] = "HOME=/home/a\nLATCH_DISCORD_TOKEN=abc\nLANG='C.UTF-8 x'\n"
+		m := &Manager{System: system, Run: f.run}
+		env, err := m.Environment(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		assertRan(t, f, "systemctl "+scope+"show latch.service -p Environment -p EnvironmentFiles", "systemctl "+scope+"show-environment")
+		for _, name := range []string{"LATCH_HOME", "PATH", "QUOTED", "ANTHROPIC_API_KEY", "HOME", "LATCH_DISCORD_TOKEN", "LANG"} {
+			if !env.Sets(name) {
+				t.Errorf("system=%v: %s not found", system, name)
+			}
+		}
+		for _, name := range []string{"LATCH_FAKE", "LATCH_COMMENTED", "SEMI", "EXPORTED", "LATCH_TELEGRAM_TOKEN"} {
+			if env.Sets(name) {
+				t.Errorf("system=%v: %s found, but systemd does not set it", system, name)
+			}
+		}
+		if !slices.Equal(env.Unread, []string{unreadable}) {
+			t.Errorf("system=%v: unread files %q, want only %q (a missing file sets nothing)", system, env.Unread, unreadable)
+		}
+	}
+}
+
+func TestEnvironmentReportsFailure(t *testing.T) {
+	f := newFake()
+	f.fail["systemctl --user show latch.service -p Environment -p EnvironmentFiles"] = 1
+	if _, err := (&Manager{Run: f.run}).Environment(t.Context()); err == nil {
+		t.Error("Environment succeeded although systemctl failed")
+	}
+}
+
+// TestLackingSecrets: a secret that comes only from the shell's
+// environment is lacking unless the unit's environment sets it or
+// config.toml has it too.
+func TestLackingSecrets(t *testing.T) {
+	const (
+		token = "123456:AAenvTOKENsecret0001"
+		key   = "sk-ant-envKEYsecret-0001"
+	)
+	tests := []struct {
+		name     string
+		config   string
+		files    map[string]string // written into home, 0600
+		shell    map[string]string
+		unit     []string // names the unit's environment sets
+		unread   bool
+		want     []string
+		wantLoad bool // the config does not load
+	}{
+		{name: "token only in the shell", shell: map[string]string{config.EnvTelegramToken: token},
+			want: []string{config.EnvTelegramToken}},
+		{name: "unit sets it too", shell: map[string]string{config.EnvTelegramToken: token},
+			unit: []string{config.EnvTelegramToken}},
+		{name: "an env file that cannot be read may set it", shell: map[string]string{config.EnvTelegramToken: token},
+			unread: true},
+		{name: "token_file behind the variable", config: "[telegram]\ntoken_file = \"tg.token\"\n",
+			files: map[string]string{"tg.token": token}, shell: map[string]string{config.EnvTelegramToken: token}},
+		{name: "token_file behind it, missing", config: "[telegram]\ntoken_file = \"tg.token\"\n",
+			shell: map[string]string{config.EnvTelegramToken: token}, want: []string{config.EnvTelegramToken}},
+		{name: "token in config.toml", config: "[telegram]\ntoken = \"" + token + "\"\n"},
+		{name: "API key only in the shell", config: "[agent]\nprovider = \"anthropic\"\n",
+			shell: map[string]string{config.EnvAnthropicAPIKey: key}, want: []string{config.EnvAnthropicAPIKey}},
+		{name: "API key of a provider not chosen", shell: map[string]string{config.EnvOpenAIAPIKey: key}},
+		{name: "everything only in the shell", config: "[agent]\nprovider = \"openai\"\n",
+			shell: map[string]string{config.EnvTelegramToken: token, config.EnvDiscordToken: "abc.def.ghi", config.EnvOpenAIAPIKey: key},
+			want:  []string{config.EnvTelegramToken, config.EnvDiscordToken, config.EnvOpenAIAPIKey}},
+		{name: "nothing from the shell"},
+		{name: "config does not load", config: "[telegram\n", wantLoad: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			home := t.TempDir()
+			if tt.config != "" {
+				writeTestFile(t, filepath.Join(home, config.ConfigFile), tt.config)
+			}
+			for name, text := range tt.files {
+				writeTestFile(t, filepath.Join(home, name), text)
+			}
+			env := UnitEnv{names: map[string]bool{}}
+			for _, n := range tt.unit {
+				env.names[n] = true
+			}
+			if tt.unread {
+				env.Unread = []string{"/etc/latch.env"}
+			}
+			lacking, err := LackingSecrets(home, func(k string) string { return tt.shell[k] }, env)
+			if (err != nil) != tt.wantLoad {
+				t.Fatalf("error %v, want one: %v", err, tt.wantLoad)
+			}
+			var got []string
+			for _, s := range lacking {
+				got = append(got, s.Var)
+				if s.What == "" || !strings.HasSuffix(s.FileKey, "_file") {
+					t.Errorf("%s: what %q, file key %q", s.Var, s.What, s.FileKey)
+				}
+			}
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("lacking %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+func writeTestFile(t *testing.T, path, text string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
