@@ -104,18 +104,18 @@ func approvalMessage(chat int64, a agent.Approval) tgbotapi.MessageConfig {
 }
 
 // sendApproval posts an approval request and remembers its text.
-func (g *Gateway) sendApproval(ctx context.Context, chat int64, a agent.Approval) error {
-	cfg := approvalMessage(chat, a)
-	m, err := g.postMessage(ctx, chat, cfg, 0)
+func (g *Gateway) sendApproval(ctx context.Context, to target, a agent.Approval) error {
+	cfg := approvalMessage(to.chat, a)
+	m, err := g.postMessage(ctx, to, sendCall(cfg, to.topic), 0)
 	if badMarkup(err) {
 		cfg.ParseMode, cfg.Text = "", tgmd.Visible(cfg.Text)
-		m, err = g.postMessage(ctx, chat, cfg, 0)
+		m, err = g.postMessage(ctx, to, sendCall(cfg, to.topic), 0)
 	}
 	if err != nil {
 		return fmt.Errorf("telegram: send approval request: %w", err)
 	}
 	if cfg.ParseMode == tgbotapi.ModeHTML {
-		g.rememberApproval(msgKey{chat, m.MessageID}, cfg.Text)
+		g.rememberApproval(msgKey{to.chat, m.MessageID}, cfg.Text)
 	}
 	return nil
 }
@@ -134,12 +134,12 @@ func (g *Gateway) AnswerCallback(ctx context.Context, chatID string, cb gateways
 	if resolved == "" {
 		return errors.Join(errs...)
 	}
-	chat, err1 := strconv.ParseInt(chatID, 10, 64)
-	id, err2 := strconv.Atoi(cb.MessageID)
-	if err1 != nil || err2 != nil {
+	chat, err := strconv.ParseInt(chatID, 10, 64)
+	ref, ok := parseRef(cb.MessageID)
+	if err != nil || !ok {
 		return errors.Join(append(errs, fmt.Errorf("telegram: invalid chat %q or message id %q", chatID, cb.MessageID))...)
 	}
-	if err := g.resolve(ctx, msgKey{chat, id}, resolved); err != nil {
+	if err := g.resolve(ctx, target{chat, ref.topic}, ref.id, resolved); err != nil {
 		errs = append(errs, fmt.Errorf("telegram: mark the request %s: %w", resolved, err))
 	}
 	return errors.Join(errs...)
@@ -147,17 +147,17 @@ func (g *Gateway) AnswerCallback(ctx context.Context, chatID string, cb gateways
 
 // resolve edits a message with buttons to show how it was answered,
 // removing the buttons.
-func (g *Gateway) resolve(ctx context.Context, k msgKey, resolved string) error {
+func (g *Gateway) resolve(ctx context.Context, to target, id int, resolved string) error {
 	var err error
-	if text, ok := g.approvalText(k); ok {
+	if text, ok := g.approvalText(msgKey{to.chat, id}); ok {
 		// An edit of the text without reply_markup drops the keyboard.
-		edit := tgbotapi.NewEditMessageText(k.chat, k.id, text+"\n\n"+tgmd.Escape(resolved))
+		edit := tgbotapi.NewEditMessageText(to.chat, id, text+"\n\n"+tgmd.Escape(resolved))
 		edit.ParseMode = tgbotapi.ModeHTML
 		edit.DisableWebPagePreview = true
-		_, err = g.post(ctx, k.chat, edit, 0)
+		_, err = g.post(ctx, to, libCall(edit), 0)
 	} else {
 		empty := tgbotapi.InlineKeyboardMarkup{InlineKeyboard: [][]tgbotapi.InlineKeyboardButton{}}
-		_, err = g.post(ctx, k.chat, tgbotapi.NewEditMessageReplyMarkup(k.chat, k.id, empty), 0)
+		_, err = g.post(ctx, to, libCall(tgbotapi.NewEditMessageReplyMarkup(to.chat, id, empty)), 0)
 	}
 	if notModified(err) {
 		return nil

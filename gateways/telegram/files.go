@@ -31,19 +31,24 @@ var _ gateways.FileSender = (*Gateway)(nil)
 
 // SendFile uploads a file to a chat: png, jpg, gif and webp images up to
 // 10 MB as a photo, anything else (or a larger image) as a document up to
-// 50 MB. replyTo ("" for none) threads it. A photo Telegram cannot process
-// is sent again as a document.
+// 50 MB. replyTo ("" for none) threads it, in the forum topic of the
+// message it names (see topic.go). A photo Telegram cannot process is sent
+// again as a document.
 func (g *Gateway) SendFile(ctx context.Context, chatID string, f agent.File, replyTo string) error {
 	chat, err := strconv.ParseInt(chatID, 10, 64)
 	if err != nil {
 		return fmt.Errorf("telegram: invalid chat id %q", chatID)
 	}
-	reply := 0
-	if replyTo != "" {
-		if reply, err = strconv.Atoi(replyTo); err != nil {
-			return fmt.Errorf("telegram: invalid reply-to message id %q", replyTo)
-		}
+	to, reply, ok := g.targetOf(chat, replyTo)
+	if !ok {
+		return fmt.Errorf("telegram: invalid reply-to message id %q", replyTo)
 	}
+	return g.sendFile(ctx, to, f, reply.id)
+}
+
+// sendFile is SendFile to a target, replying to the message reply (0:
+// none).
+func (g *Gateway) sendFile(ctx context.Context, to target, f agent.File, reply int) error {
 	name := filepath.Base(f.Name)
 	if name == "." || name == string(filepath.Separator) || name == "" {
 		name = "file"
@@ -55,18 +60,18 @@ func (g *Gateway) SendFile(ctx context.Context, chatID string, f agent.File, rep
 	case size > maxDocumentBytes:
 		return fmt.Errorf("telegram: send %s: %w: %s is over Telegram's 50 MB upload limit for bots", name, ErrFileTooLarge, megabytes(int64(size)))
 	}
-	data := tgbotapi.FileBytes{Name: name, Bytes: f.Data}
-	base := tgbotapi.BaseChat{ChatID: chat, ReplyToMessageID: reply, AllowSendingWithoutReply: reply != 0}
+	file := tgbotapi.BaseFile{
+		BaseChat: tgbotapi.BaseChat{ChatID: to.chat, ReplyToMessageID: reply, AllowSendingWithoutReply: reply != 0},
+		File:     tgbotapi.FileBytes{Name: name, Bytes: f.Data},
+	}
 	if isImage(name) && size <= maxPhotoBytes {
-		photo := tgbotapi.PhotoConfig{BaseFile: tgbotapi.BaseFile{BaseChat: base, File: data}}
-		_, err := g.post(ctx, chat, photo, uploadTimeout)
+		_, err := g.post(ctx, to, fileCall("sendPhoto", "photo", file, to.topic), uploadTimeout)
 		if err == nil || !isAPIError(err, "image_process_failed") && !isAPIError(err, "photo_invalid_dimensions") {
 			return wrapSend(name, err)
 		}
 		g.log.Debug("Telegram refused the image as a photo; sending it as a document", "err", err)
 	}
-	doc := tgbotapi.DocumentConfig{BaseFile: tgbotapi.BaseFile{BaseChat: base, File: data}}
-	_, err = g.post(ctx, chat, doc, uploadTimeout)
+	_, err := g.post(ctx, to, fileCall("sendDocument", "document", file, to.topic), uploadTimeout)
 	return wrapSend(name, err)
 }
 

@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
@@ -23,6 +22,14 @@ const (
 	// included, and tolerates short bursts.
 	chatInterval = time.Second
 	chatBurst    = 3
+	// groupLimit messages per groupWindow is what Telegram allows into one
+	// group, edits included. A group's bucket holds chatBurst and refills
+	// at (groupLimit-chatBurst) per window, so that no window ever sees
+	// more than groupLimit: a full bucket plus a window's refill. The
+	// refill comes every 3.5 s or so; a request that arrives a little
+	// late or early still keeps a whole interval of slack.
+	groupLimit  = 20
+	groupWindow = time.Minute
 	// uploadTimeout bounds one upload or download; a 50 MB file on a slow
 	// line needs far longer than an API call.
 	uploadTimeout = 10 * time.Minute
@@ -30,28 +37,39 @@ const (
 	maxReliableAttempts = 3
 )
 
-// chatLimiter returns the pacing limiter of a chat.
+// isGroup reports whether a chat id is a group's or supergroup's (or a
+// channel's): Telegram gives those negative ids, private chats positive.
+func isGroup(chat int64) bool { return chat < 0 }
+
+// chatLimiter returns the pacing limiter of a chat: one post per
+// chatEvery, or in a group one per groupWindow/(groupLimit-chatBurst),
+// whichever is slower. The topics of a forum share their group's.
 func (g *Gateway) chatLimiter(chat int64) *rate.Limiter {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	l := g.chats[chat]
 	if l == nil {
-		l = rate.NewLimiter(rate.Every(g.chatEvery), chatBurst)
+		every := g.chatEvery
+		if isGroup(chat) {
+			every = max(every, g.groupWindow/(groupLimit-chatBurst))
+		}
+		l = rate.NewLimiter(rate.Every(every), chatBurst)
 		g.chats[chat] = l
 	}
 	return l
 }
 
-// post makes one call that sends or edits something in chat. Every such
+// post makes one call that sends or edits something in a chat. Every such
 // call waits for the chat's limiter and the bot-wide one, and a 429 is
 // waited out as Telegram asks (retry_after), up to maxSendAttempts. A
-// timeout of 0 means the normal request timeout.
-func (g *Gateway) post(ctx context.Context, chat int64, c tgbotapi.Chattable, timeout time.Duration) (*tgbotapi.APIResponse, error) {
+// timeout of 0 means the normal request timeout. to.topic is where "typing…"
+// ends, as the post shows there.
+func (g *Gateway) post(ctx context.Context, to target, c call, timeout time.Duration) (*tgbotapi.APIResponse, error) {
 	if timeout <= 0 {
 		timeout = g.cfg.PollTimeout + requestSlack
 	}
 	for attempt := 1; ; attempt++ {
-		if err := g.chatLimiter(chat).Wait(ctx); err != nil {
+		if err := g.chatLimiter(to.chat).Wait(ctx); err != nil {
 			return nil, err
 		}
 		if err := g.limiter.Wait(ctx); err != nil {
@@ -61,11 +79,11 @@ func (g *Gateway) post(ctx context.Context, chat int64, c tgbotapi.Chattable, ti
 		if err != nil {
 			return nil, err
 		}
-		resp, err := b.Request(c)
+		resp, err := c.do(b)
 		err = g.scrub(err)
 		g.setRequestStatus(err)
 		if err == nil {
-			g.typing.Posted(strconv.FormatInt(chat, 10))
+			g.typing.Posted(to.key())
 			return resp, nil
 		}
 		wait, limited := retryAfter(err)
@@ -80,8 +98,8 @@ func (g *Gateway) post(ctx context.Context, chat int64, c tgbotapi.Chattable, ti
 }
 
 // postMessage is post for calls that answer with a Message.
-func (g *Gateway) postMessage(ctx context.Context, chat int64, c tgbotapi.Chattable, timeout time.Duration) (tgbotapi.Message, error) {
-	return g.messageOf(g.post(ctx, chat, c, timeout))
+func (g *Gateway) postMessage(ctx context.Context, to target, c call, timeout time.Duration) (tgbotapi.Message, error) {
+	return g.messageOf(g.post(ctx, to, c, timeout))
 }
 
 // messageOf reads the Message a call answered with.
@@ -108,10 +126,10 @@ func (g *Gateway) messageOf(resp *tgbotapi.APIResponse, err error) (tgbotapi.Mes
 // missing from the middle of an answer goes unnoticed and changes what the
 // answer says. (An edit tried twice is harmless: the second is "not
 // modified".)
-func (g *Gateway) postReliably(ctx context.Context, chat int64, c tgbotapi.Chattable) (*tgbotapi.APIResponse, error) {
+func (g *Gateway) postReliably(ctx context.Context, to target, c call) (*tgbotapi.APIResponse, error) {
 	bo := g.newBackoff()
 	for attempt := 1; ; attempt++ {
-		resp, err := g.post(ctx, chat, c, 0)
+		resp, err := g.post(ctx, to, c, 0)
 		if err == nil || attempt == maxReliableAttempts || !transient(ctx, err) {
 			return resp, err
 		}

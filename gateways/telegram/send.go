@@ -25,17 +25,16 @@ const (
 // Send delivers r to a chat, split into as many messages as Telegram's limit
 // needs, and returns the id of the last one. Plain text goes without a parse
 // mode, so nothing in it is interpreted; a Pre reply is escaped into HTML
-// <pre> blocks. ReplyTo threads the first message.
+// <pre> blocks. ReplyTo threads the first message; every message goes to
+// the forum topic of the message it answers (see topic.go).
 func (g *Gateway) Send(ctx context.Context, chatID string, r gateways.Reply) (string, error) {
 	chat, err := strconv.ParseInt(chatID, 10, 64)
 	if err != nil {
 		return "", fmt.Errorf("telegram: invalid chat id %q", chatID)
 	}
-	replyTo := 0
-	if r.ReplyTo != "" {
-		if replyTo, err = strconv.Atoi(r.ReplyTo); err != nil {
-			return "", fmt.Errorf("telegram: invalid reply-to message id %q", r.ReplyTo)
-		}
+	to, reply, ok := g.targetOf(chat, r.ReplyTo)
+	if !ok {
+		return "", fmt.Errorf("telegram: invalid reply-to message id %q", r.ReplyTo)
 	}
 	chunks := render(r)
 	if len(chunks) == 0 {
@@ -50,41 +49,51 @@ func (g *Gateway) Send(ctx context.Context, chatID string, r gateways.Reply) (st
 		if r.Pre {
 			cfg.ParseMode = tgbotapi.ModeHTML
 		}
-		if i == 0 && replyTo != 0 {
-			cfg.ReplyToMessageID = replyTo
+		if i == 0 && reply.id != 0 {
+			cfg.ReplyToMessageID = reply.id
 			cfg.AllowSendingWithoutReply = true
 		}
-		if last, err = g.sendMessage(ctx, cfg); err != nil {
+		if last, err = g.sendMessage(ctx, to, cfg); err != nil {
 			return "", fmt.Errorf("telegram: send message %d of %d: %w", i+1, len(chunks), err)
 		}
 	}
-	return strconv.Itoa(last), nil
+	return msgRef{id: last, topic: to.topic}.String(), nil
 }
 
-// sendMessage sends one message through post and returns its id.
-func (g *Gateway) sendMessage(ctx context.Context, cfg tgbotapi.MessageConfig) (int, error) {
-	m, err := g.postMessage(ctx, cfg.ChatID, cfg, 0)
+// sendMessage sends one message to a target through post and returns its
+// id.
+func (g *Gateway) sendMessage(ctx context.Context, to target, cfg tgbotapi.MessageConfig) (int, error) {
+	m, err := g.postMessage(ctx, to, sendCall(cfg, to.topic), 0)
 	return m.MessageID, err
 }
 
 // sendReliably sends one message through postReliably and returns its id.
-func (g *Gateway) sendReliably(ctx context.Context, cfg tgbotapi.MessageConfig) (int, error) {
-	m, err := g.messageOf(g.postReliably(ctx, cfg.ChatID, cfg))
+func (g *Gateway) sendReliably(ctx context.Context, to target, cfg tgbotapi.MessageConfig) (int, error) {
+	m, err := g.messageOf(g.postReliably(ctx, to, sendCall(cfg, to.topic)))
 	return m.MessageID, err
 }
 
-// Typing shows "typing…" in a chat, unless the last request for it still
-// shows (typing.Gate). It is a courtesy: errors are logged at debug and
-// otherwise ignored.
+// Typing shows "typing…" in a chat, in the topic latch last answered in,
+// unless the last request for it still shows (typing.Gate). It is a
+// courtesy: errors are logged at debug and otherwise ignored.
 func (g *Gateway) Typing(ctx context.Context, chatID string) {
 	chat, err := strconv.ParseInt(chatID, 10, 64)
 	if err != nil {
 		g.log.Debug("typing: invalid chat id", "chat_id", chatID)
 		return
 	}
-	g.typing.Show(ctx, chatID, func(ctx context.Context) {
-		if _, err := g.request(ctx, tgbotapi.NewChatAction(chat, tgbotapi.ChatTyping)); err != nil {
-			g.log.Debug("sendChatAction failed; ignored", "err", err)
+	g.typingIn(ctx, g.chatTarget(chat))
+}
+
+// typingIn is Typing in a target.
+func (g *Gateway) typingIn(ctx context.Context, to target) {
+	g.typing.Show(ctx, to.key(), func(ctx context.Context) {
+		b, err := g.bot(ctx)
+		if err == nil {
+			_, err = actionCall(to, tgbotapi.ChatTyping).do(b)
+		}
+		if err != nil {
+			g.log.Debug("sendChatAction failed; ignored", "err", g.scrub(err))
 		}
 	})
 }

@@ -121,13 +121,18 @@ type Gateway struct {
 	limiter *rate.Limiter
 	timing  turnTiming
 	// chatEvery paces each chat (chatInterval; tests not about pacing
-	// shorten it).
-	chatEvery time.Duration
+	// shorten it), groupWindow each group (groupWindow; tests of group
+	// pacing shorten it, with the fake's window).
+	chatEvery   time.Duration
+	groupWindow time.Duration
 
 	mu    sync.Mutex
 	api   *tgbotapi.BotAPI // set by Start; copied per call, see bot
 	info  gateways.Info
 	chats map[int64]*rate.Limiter // per-chat pacing, see post
+	// topics is the forum topic latch last answered in, per chat (see
+	// topic.go).
+	topics map[int64]int
 	// typing leaves out a "typing…" request while the last one shows.
 	typing *typing.Gate
 	// approvals remembers the text of recent approval requests, so that
@@ -188,10 +193,13 @@ func New(cfg Config, log *slog.Logger) *Gateway {
 		},
 		limiter: rate.NewLimiter(sendRate, sendRate),
 		chats:   map[int64]*rate.Limiter{},
+		topics:  map[int64]int{},
 		typing:  typing.New(typing.Fresh),
 		timing:  defaultTiming,
-		// One send or edit per chat per second, as Telegram asks.
-		chatEvery: chatInterval,
+		// One send or edit per chat per second, and 20 a minute into a
+		// group, as Telegram asks.
+		chatEvery:   chatInterval,
+		groupWindow: groupWindow,
 	}
 }
 

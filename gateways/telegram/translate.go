@@ -142,10 +142,11 @@ func (g *Gateway) decode(raw []byte) update {
 		g.log.Warn("skipping a malformed update", "update_id", out.id, "err", err)
 		return out
 	}
+	topic := updateTopic(raw)
 	if u.CallbackQuery != nil {
-		out.msg, out.ok = g.callback(u)
+		out.msg, out.ok = g.callback(u, topic)
 	} else {
-		out.msg, out.ok = g.message(u, forwarded(raw))
+		out.msg, out.ok = g.message(u, topic, forwarded(raw))
 	}
 	return out
 }
@@ -175,8 +176,9 @@ func forwarded(raw []byte) bool {
 }
 
 // message translates an update carrying a usable message: text, a caption
-// or attachments, a known chat type and a sender.
-func (g *Gateway) message(u tgbotapi.Update, forwarded bool) (gateways.Message, bool) {
+// or attachments, a known chat type and a sender. topic is the message's
+// forum topic (0: none), which its ID carries (see topic.go).
+func (g *Gateway) message(u tgbotapi.Update, topic int, forwarded bool) (gateways.Message, bool) {
 	m := u.Message
 	if m == nil || m.Chat == nil {
 		return gateways.Message{}, false
@@ -221,7 +223,7 @@ func (g *Gateway) message(u tgbotapi.Update, forwarded bool) (gateways.Message, 
 	}
 	return gateways.Message{
 		Gateway:  gatewayName,
-		ID:       strconv.Itoa(m.MessageID),
+		ID:       msgRef{id: m.MessageID, topic: topic}.String(),
 		ChatID:   strconv.FormatInt(m.Chat.ID, 10),
 		ChatType: chatType,
 		ChatName: chatName(m.Chat),
@@ -233,10 +235,11 @@ func (g *Gateway) message(u tgbotapi.Update, forwarded bool) (gateways.Message, 
 	}, true
 }
 
-// callback translates a button press on one of the bot's messages. A press
-// is not answered here: the Hub answers those it accepts (AnswerCallback)
-// and leaves strangers' presses unanswered.
-func (g *Gateway) callback(u tgbotapi.Update) (gateways.Message, bool) {
+// callback translates a button press on one of the bot's messages, in the
+// forum topic topic (0: none). A press is not answered here: the Hub
+// answers those it accepts (AnswerCallback) and leaves strangers' presses
+// unanswered.
+func (g *Gateway) callback(u tgbotapi.Update, topic int) (gateways.Message, bool) {
 	q := u.CallbackQuery
 	log := g.log.With("update_id", u.UpdateID)
 	switch {
@@ -262,7 +265,7 @@ func (g *Gateway) callback(u tgbotapi.Update) (gateways.Message, bool) {
 		log.Debug("skipping a callback query from an unknown chat type", "type", q.Message.Chat.Type)
 		return gateways.Message{}, false
 	}
-	msgID := strconv.Itoa(q.Message.MessageID)
+	msgID := msgRef{id: q.Message.MessageID, topic: topic}.String()
 	return gateways.Message{
 		Gateway:  gatewayName,
 		ID:       msgID,

@@ -18,6 +18,10 @@ import (
 type turnTiming struct {
 	// stream is the least time between two edits of a streaming answer.
 	stream time.Duration
+	// groupStream is stream in a group, whose posts Telegram limits to 20
+	// a minute: at most 10 edits a minute leave the rest for tool lines,
+	// approvals and the answer's other chunks.
+	groupStream time.Duration
 	// typing is how often "typing…" is renewed (Telegram shows it ~5 s).
 	typing time.Duration
 	// idle ends the renderer's goroutine when no event came for this long
@@ -26,7 +30,7 @@ type turnTiming struct {
 	idle time.Duration
 }
 
-var defaultTiming = turnTiming{stream: time.Second, typing: 4 * time.Second, idle: time.Minute}
+var defaultTiming = turnTiming{stream: time.Second, groupStream: 6 * time.Second, typing: 4 * time.Second, idle: time.Minute}
 
 // placeholder is what a streaming message shows of an answer that is only
 // white space.
@@ -39,6 +43,8 @@ var _ gateways.TurnRenderer = (*Gateway)(nil)
 // stream interval, plain text), then becomes formatted HTML when the step
 // ends; tool calls show as one line each (none at quiet verbosity),
 // approvals as a message with buttons. "typing…" shows while the turn runs.
+// Everything goes to the forum topic of replyTo (see topic.go), and in a
+// group the answer is edited less often (groupStream).
 // turnrender keeps the order and the goroutine; this file and turnsteps.go
 // make the Telegram calls.
 //
@@ -53,8 +59,17 @@ func (g *Gateway) RenderTurn(ctx context.Context, chatID, replyTo string) agent.
 		g.log.Warn("turn for an invalid chat id; nothing will be shown", "chat_id", chatID)
 		return turnrender.Discard(errors.New("telegram: invalid chat id " + strconv.Quote(chatID)))
 	}
-	d := &delivery{g: g, chatID: chatID, chat: chat, stream: g.timing.stream, log: g.log.With("chat_id", chatID)}
-	d.replyTo, _ = strconv.Atoi(replyTo)
+	to, reply, ok := g.targetOf(chat, replyTo)
+	if !ok {
+		// Still a turn to show: unthreaded, where latch last answered.
+		g.log.Warn("turn replying to an invalid message id; not threaded", "chat_id", chatID, "reply_to", replyTo)
+		to = g.chatTarget(chat)
+	}
+	stream := g.timing.stream
+	if isGroup(chat) {
+		stream = max(stream, g.timing.groupStream)
+	}
+	d := &delivery{g: g, chatID: chatID, to: to, replyTo: reply.id, stream: stream, log: g.log.With("chat_id", chatID)}
 	return turnrender.Start(ctx, d, turnrender.Options{
 		Typing:    g.timing.typing,
 		Idle:      g.timing.idle,
@@ -68,7 +83,7 @@ func (g *Gateway) RenderTurn(ctx context.Context, chatID, replyTo string) agent.
 type delivery struct {
 	g       *Gateway
 	chatID  string
-	chat    int64
+	to      target        // the chat, and the topic of the owner's message
 	replyTo int           // the owner's message the answer replies to; 0 none
 	stream  time.Duration // the least time between two streaming edits
 	log     *slog.Logger  // names the chat
@@ -87,15 +102,15 @@ func (d *delivery) ToolLine(c agent.ToolCall, r *agent.ToolResult) string {
 }
 
 func (d *delivery) SendLine(ctx context.Context, line string) (int, error) {
-	cfg := tgbotapi.NewMessage(d.chat, line)
+	cfg := tgbotapi.NewMessage(d.to.chat, line)
 	cfg.DisableWebPagePreview = true
-	return d.g.sendMessage(ctx, cfg)
+	return d.g.sendMessage(ctx, d.to, cfg)
 }
 
 func (d *delivery) EditLine(ctx context.Context, id int, line string) error {
-	edit := tgbotapi.NewEditMessageText(d.chat, id, line)
+	edit := tgbotapi.NewEditMessageText(d.to.chat, id, line)
 	edit.DisableWebPagePreview = true
-	if _, err := d.g.post(ctx, d.chat, edit, 0); err != nil && !notModified(err) {
+	if _, err := d.g.post(ctx, d.to, libCall(edit), 0); err != nil && !notModified(err) {
 		return err
 	}
 	return nil
@@ -103,18 +118,14 @@ func (d *delivery) EditLine(ctx context.Context, id int, line string) error {
 
 // Approval sends the request with Approve / Always / Deny buttons.
 func (d *delivery) Approval(ctx context.Context, a agent.Approval) error {
-	return d.g.sendApproval(ctx, d.chat, a)
+	return d.g.sendApproval(ctx, d.to, a)
 }
 
 func (d *delivery) File(ctx context.Context, f agent.File) error {
-	reply := ""
-	if d.replyTo != 0 {
-		reply = strconv.Itoa(d.replyTo)
-	}
-	return d.g.SendFile(ctx, d.chatID, f, reply)
+	return d.g.sendFile(ctx, d.to, f, d.replyTo)
 }
 
-func (d *delivery) Typing(ctx context.Context) { d.g.Typing(ctx, d.chatID) }
+func (d *delivery) Typing(ctx context.Context) { d.g.typingIn(ctx, d.to) }
 
 // thread makes the message a reply to the owner's.
 func (d *delivery) thread(c *tgbotapi.BaseChat) {

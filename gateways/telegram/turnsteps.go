@@ -71,14 +71,14 @@ func (a *answer) streamStep(md string, first bool) turnrender.Step {
 	return func(ctx context.Context) func() {
 		var err error
 		if first {
-			cfg := tgbotapi.NewMessage(d.chat, text)
+			cfg := tgbotapi.NewMessage(d.to.chat, text)
 			d.thread(&cfg.BaseChat)
 			cfg.DisableWebPagePreview = true
-			id, err = d.g.sendMessage(ctx, cfg)
+			id, err = d.g.sendMessage(ctx, d.to, cfg)
 		} else {
-			edit := tgbotapi.NewEditMessageText(d.chat, id, text)
+			edit := tgbotapi.NewEditMessageText(d.to.chat, id, text)
 			edit.DisableWebPagePreview = true
-			_, err = d.g.post(ctx, d.chat, edit, 0)
+			_, err = d.g.post(ctx, d.to, libCall(edit), 0)
 		}
 		return func() {
 			d.lastStream = time.Now()
@@ -132,9 +132,9 @@ func (a *answer) deliverStep(md string) turnrender.Step {
 // noticeLost posts lostNotice, as a reply to the owner's message. It is
 // best effort: Telegram may still be failing.
 func (d *delivery) noticeLost(ctx context.Context) {
-	cfg := tgbotapi.NewMessage(d.chat, lostNotice)
+	cfg := tgbotapi.NewMessage(d.to.chat, lostNotice)
 	d.thread(&cfg.BaseChat)
-	if _, err := d.g.sendReliably(ctx, cfg); err != nil {
+	if _, err := d.g.sendReliably(ctx, d.to, cfg); err != nil {
 		d.failed(ctx, "sending the notice of a lost part of the answer failed", err)
 	}
 }
@@ -154,14 +154,14 @@ func htmlChunks(md string) []string {
 // editHTML edits a message to an HTML chunk (postReliably), falling back
 // to its plain text if Telegram cannot parse it.
 func (d *delivery) editHTML(ctx context.Context, id int, chunk string) error {
-	edit := tgbotapi.NewEditMessageText(d.chat, id, chunk)
+	edit := tgbotapi.NewEditMessageText(d.to.chat, id, chunk)
 	edit.ParseMode = tgbotapi.ModeHTML
 	edit.DisableWebPagePreview = true
-	_, err := d.g.postReliably(ctx, d.chat, edit)
+	_, err := d.g.postReliably(ctx, d.to, libCall(edit))
 	if badMarkup(err) {
 		d.g.log.Warn("Telegram could not parse the answer's HTML; showing it as plain text", "err", err)
 		edit.ParseMode, edit.Text = "", tgmd.Visible(chunk)
-		_, err = d.g.postReliably(ctx, d.chat, edit)
+		_, err = d.g.postReliably(ctx, d.to, libCall(edit))
 	}
 	if err != nil && !notModified(err) {
 		d.failed(ctx, "editing the answer failed; sending it anew", err)
@@ -173,17 +173,17 @@ func (d *delivery) editHTML(ctx context.Context, id int, chunk string) error {
 // sendHTML sends an HTML chunk as a new message (postReliably), as plain
 // text if Telegram cannot parse it.
 func (d *delivery) sendHTML(ctx context.Context, chunk string, reply bool) error {
-	cfg := tgbotapi.NewMessage(d.chat, chunk)
+	cfg := tgbotapi.NewMessage(d.to.chat, chunk)
 	cfg.ParseMode = tgbotapi.ModeHTML
 	cfg.DisableWebPagePreview = true
 	if reply {
 		d.thread(&cfg.BaseChat)
 	}
-	_, err := d.g.sendReliably(ctx, cfg)
+	_, err := d.g.sendReliably(ctx, d.to, cfg)
 	if badMarkup(err) {
 		d.g.log.Warn("Telegram could not parse the answer's HTML; sending it as plain text", "err", err)
 		cfg.ParseMode, cfg.Text = "", tgmd.Visible(chunk)
-		_, err = d.g.sendReliably(ctx, cfg)
+		_, err = d.g.sendReliably(ctx, d.to, cfg)
 	}
 	return err
 }

@@ -263,10 +263,14 @@ func (s *Server) sendMedia(ctx context.Context, p params, method, field string, 
 	if replyTo, aerr = replyTarget(c, p, replyTo); aerr != nil {
 		return nil, aerr
 	}
+	topic, aerr := c.sendTopic(p, replyTo)
+	if aerr != nil {
+		return nil, aerr
+	}
 	stored := s.addFileLocked(sent.Data, sent.Name)
 	sent.FileID = stored.id
 	now := time.Now()
-	m := &message{fromBot: true, date: now.Unix(), caption: plain, entities: ents, replyTo: int(replyTo), keyboard: kb}
+	m := &message{fromBot: true, date: now.Unix(), caption: plain, entities: ents, replyTo: int(replyTo), topic: topic, keyboard: kb}
 	if field == "photo" {
 		m.photo = []PhotoSize{{FileID: stored.id, FileUniqueID: stored.unique, Width: 800, Height: 600, FileSize: int64(len(sent.Data))}}
 	} else {
@@ -276,7 +280,8 @@ func (s *Server) sendMedia(ctx context.Context, p params, method, field string, 
 	s.sentIndex[msgKey{c.chat.ID, m.id}] = len(s.sent)
 	s.sent = append(s.sent, Sent{
 		Method: method, ChatID: c.chat.ID, MessageID: m.id, Text: p["caption"], Plain: plain, Entities: ents,
-		ParseMode: p["parse_mode"], ReplyTo: int(replyTo), Params: p.clone(), Keyboard: kb, File: sent, Time: now,
+		ParseMode: p["parse_mode"], ReplyTo: int(replyTo), ThreadID: threadParam(p), Topic: topic,
+		Params: p.clone(), Keyboard: kb, File: sent, Time: now,
 	})
 	s.notifyLocked()
 	return s.wireLocked(c, m, true), nil

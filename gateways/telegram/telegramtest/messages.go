@@ -22,6 +22,9 @@ type chatState struct {
 	// users lists the ids of the users' messages still kept, oldest first,
 	// while Server.KeepUserMessages bounds them.
 	users []int
+	// topics are a forum's topics by thread id (see topics.go).
+	topics        map[int]*topic
+	generalClosed bool
 }
 
 type message struct {
@@ -39,11 +42,15 @@ type message struct {
 	caption       string
 	entities      []Entity
 	replyTo       int
-	keyboard      [][]Button
-	document      *Document
-	photo         []PhotoSize
-	voice         *Voice
-	audio         *Audio
+	// topic is the forum topic the message is in (its thread id), 0 for
+	// General or a chat that is no forum.
+	topic        int
+	topicCreated *forumTopicCreated
+	keyboard     [][]Button
+	document     *Document
+	photo        []PhotoSize
+	voice        *Voice
+	audio        *Audio
 }
 
 type msgKey struct {
@@ -78,6 +85,11 @@ func (s *Server) chatLocked(chat Chat) *chatState {
 	c := s.chats[chat.ID]
 	if c == nil {
 		c = &chatState{messages: map[int]*message{}}
+		if chat.IsForum {
+			// Message id 1 stands for the General topic in a forum
+			// (message_thread_id 1 is no topic): ids start after it.
+			c.nextID = 1
+		}
 		s.chats[chat.ID] = c
 	}
 	c.chat = chat
@@ -93,23 +105,26 @@ func (s *Server) AddChat(chat Chat) {
 }
 
 type wireMessage struct {
-	MessageID          int          `json:"message_id"`
-	From               *User        `json:"from,omitempty"`
-	SenderChat         *Chat        `json:"sender_chat,omitempty"`
-	Chat               Chat         `json:"chat"`
-	IsAutomaticForward bool         `json:"is_automatic_forward,omitempty"`
-	ForwardOrigin      *origin      `json:"forward_origin,omitempty"`
-	Date               int64        `json:"date"`
-	EditDate           int64        `json:"edit_date,omitempty"`
-	ReplyToMessage     *wireMessage `json:"reply_to_message,omitempty"`
-	Text               string       `json:"text,omitempty"`
-	Entities           []Entity     `json:"entities,omitempty"`
-	Caption            string       `json:"caption,omitempty"`
-	Document           *Document    `json:"document,omitempty"`
-	Photo              []PhotoSize  `json:"photo,omitempty"`
-	Voice              *Voice       `json:"voice,omitempty"`
-	Audio              *Audio       `json:"audio,omitempty"`
-	ReplyMarkup        *markup      `json:"reply_markup,omitempty"`
+	MessageID          int                `json:"message_id"`
+	MessageThreadID    int                `json:"message_thread_id,omitempty"`
+	IsTopicMessage     bool               `json:"is_topic_message,omitempty"`
+	From               *User              `json:"from,omitempty"`
+	SenderChat         *Chat              `json:"sender_chat,omitempty"`
+	Chat               Chat               `json:"chat"`
+	IsAutomaticForward bool               `json:"is_automatic_forward,omitempty"`
+	ForwardOrigin      *origin            `json:"forward_origin,omitempty"`
+	Date               int64              `json:"date"`
+	EditDate           int64              `json:"edit_date,omitempty"`
+	ReplyToMessage     *wireMessage       `json:"reply_to_message,omitempty"`
+	Text               string             `json:"text,omitempty"`
+	Entities           []Entity           `json:"entities,omitempty"`
+	Caption            string             `json:"caption,omitempty"`
+	Document           *Document          `json:"document,omitempty"`
+	Photo              []PhotoSize        `json:"photo,omitempty"`
+	Voice              *Voice             `json:"voice,omitempty"`
+	Audio              *Audio             `json:"audio,omitempty"`
+	ReplyMarkup        *markup            `json:"reply_markup,omitempty"`
+	ForumTopicCreated  *forumTopicCreated `json:"forum_topic_created,omitempty"`
 }
 
 // origin is a MessageOrigin of the kind "user": who wrote a forwarded
@@ -140,6 +155,8 @@ func (s *Server) wireLocked(c *chatState, m *message, withReply bool) *wireMessa
 	if r := c.messages[m.replyTo]; withReply && r != nil {
 		w.ReplyToMessage = s.wireLocked(c, r, false)
 	}
+	w.ForumTopicCreated = m.topicCreated
+	s.threadFieldsLocked(c, m, w, withReply)
 	return w
 }
 
@@ -204,12 +221,17 @@ func (s *Server) sendMessage(_ context.Context, p params) (any, *apiError) {
 	if replyTo, aerr = replyTarget(c, p, replyTo); aerr != nil {
 		return nil, aerr
 	}
+	topic, aerr := c.sendTopic(p, replyTo)
+	if aerr != nil {
+		return nil, aerr
+	}
 	now := time.Now()
-	m := c.add(&message{fromBot: true, date: now.Unix(), text: plain, entities: ents, replyTo: int(replyTo), keyboard: kb})
+	m := c.add(&message{fromBot: true, date: now.Unix(), text: plain, entities: ents, replyTo: int(replyTo), topic: topic, keyboard: kb})
 	s.sentIndex[msgKey{c.chat.ID, m.id}] = len(s.sent)
 	s.sent = append(s.sent, Sent{
 		Method: "sendMessage", ChatID: c.chat.ID, MessageID: m.id, Text: p["text"], Plain: plain,
-		Entities: ents, ParseMode: p["parse_mode"], ReplyTo: int(replyTo), Params: p.clone(), Keyboard: kb, Time: now,
+		Entities: ents, ParseMode: p["parse_mode"], ReplyTo: int(replyTo), ThreadID: threadParam(p), Topic: topic,
+		Params: p.clone(), Keyboard: kb, Time: now,
 	})
 	s.notifyLocked()
 	return s.wireLocked(c, m, true), nil
@@ -296,7 +318,11 @@ var chatActions = []string{
 func (s *Server) sendChatAction(_ context.Context, p params) (any, *apiError) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, aerr := s.resolveChatLocked(p); aerr != nil {
+	c, aerr := s.resolveChatLocked(p)
+	if aerr != nil {
+		return nil, aerr
+	}
+	if aerr := c.actionTopic(p); aerr != nil {
 		return nil, aerr
 	}
 	if !slices.Contains(chatActions, p["action"]) {

@@ -21,8 +21,15 @@
 // without reply_markup or by editMessageReplyMarkup), files in (AddFile,
 // getFile and the /file/bot<token>/<path> download route) and out
 // (sendDocument and sendPhoto, multipart, recorded byte for byte), and an
-// optional per-chat rate model (SetChatRateLimit) that answers 429 with
-// retry_after and counts its violations.
+// optional rate model (SetChatRateLimit: about one post per second per chat,
+// 20 per minute per group) that answers 429 with retry_after and counts its
+// violations.
+//
+// Forum supergroups (Forum) have topics (CreateTopic, SetTopicClosed) as on
+// Telegram: messages in a topic carry message_thread_id and
+// is_topic_message, a send lands in the topic its message_thread_id names,
+// else in that of the message it replies to, else in General, and a closed
+// topic refuses it with TOPIC_CLOSED (see topics.go).
 //
 // Webhooks work as on Telegram: after the setWebhook method (HTTPS on ports
 // 443, 80, 88 or 8443, or any loopback URL; secret_token checked against
@@ -118,7 +125,7 @@ func New(token string) *Server {
 		counts:       map[string]int{},
 		keepCalls:    map[string]int{},
 		files:        map[string]*storedFile{},
-		rate:         chatRate{next: map[int64]time.Time{}},
+		rate:         chatRate{speed: 1, next: map[int64]time.Time{}, posts: map[int64][]time.Time{}},
 		hook:         webhookState{retry: WebhookRetry{Min: defaultRetryMin, Max: defaultRetryMax}},
 	}
 	s.srv = faketest.Loopback("telegramtest", http.HandlerFunc(s.serve))

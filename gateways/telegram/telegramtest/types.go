@@ -17,9 +17,11 @@ type User struct {
 // Chat is a Telegram chat as the Bot API serialises it. Type is "private",
 // "group", "supergroup" or "channel".
 type Chat struct {
-	ID        int64  `json:"id"`
-	Type      string `json:"type"`
-	Title     string `json:"title,omitempty"`
+	ID    int64  `json:"id"`
+	Type  string `json:"type"`
+	Title string `json:"title,omitempty"`
+	// IsForum marks a supergroup split into topics (see Forum).
+	IsForum   bool   `json:"is_forum,omitempty"`
 	Username  string `json:"username,omitempty"`
 	FirstName string `json:"first_name,omitempty"`
 	LastName  string `json:"last_name,omitempty"`
@@ -106,6 +108,11 @@ type Sent struct {
 	ParseMode string
 	// ReplyTo is reply_to_message_id, or 0.
 	ReplyTo int
+	// ThreadID is the message_thread_id parameter, or 0.
+	ThreadID int
+	// Topic is the forum topic the message landed in (its thread id), 0
+	// for General or a chat that is no forum.
+	Topic int
 	// Params holds every request parameter, for anything not covered above.
 	Params map[string]string
 	// Edits lists later editMessageText and editMessageReplyMarkup calls on
@@ -269,6 +276,10 @@ type Incoming struct {
 	Caption       string
 	// ReplyTo is the id of a message in the same chat this one answers.
 	ReplyTo int
+	// Topic is the forum topic (thread id, from CreateTopic) the message is
+	// sent in; 0 for General or a chat that is no forum. A reply without
+	// it lands in the topic of the message it answers.
+	Topic int
 	// Attachments; build them with DocumentOf, PhotoSizeOf, VoiceOf and
 	// AudioOf from files added with AddFile.
 	Document *Document

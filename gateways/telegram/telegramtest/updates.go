@@ -41,7 +41,7 @@ func (s *Server) Deliver(in Incoming) Delivered {
 	}
 	from, sender := sentBy(in)
 	m := c.addUser(&message{from: from, senderChat: sender, autoForward: in.AutomaticForward, forwardedFrom: in.ForwardedFrom,
-		date: date.Unix(), text: in.Text, caption: in.Caption, replyTo: in.ReplyTo,
+		date: date.Unix(), text: in.Text, caption: in.Caption, replyTo: in.ReplyTo, topic: c.topicOf(in),
 		document: in.Document, photo: slices.Clone(in.Photo), voice: in.Voice, audio: in.Audio}, s.keepUser)
 	m.entities = commandEntities(in.Text)
 	if s.hiddenLocked(c, m) {
