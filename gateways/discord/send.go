@@ -48,7 +48,11 @@ func (g *Gateway) Send(ctx context.Context, chatID string, r gateways.Reply) (st
 		if i == 0 {
 			m.Reference = reference(chatID, r.ReplyTo)
 		}
-		sent, err := g.post(ctx, s, chatID, m)
+		var sent *discordgo.Message
+		err := g.persist(ctx, g.log, func() (err error) {
+			sent, err = g.post(ctx, s, chatID, m)
+			return err
+		})
 		if err != nil {
 			return "", fmt.Errorf("discord: send message %d of %d: %w", i+1, len(chunks), err)
 		}

@@ -158,3 +158,21 @@ func TestAnswerSaysWhatIsLost(t *testing.T) {
 		})
 	}
 }
+
+// TestSendOutlastsServerErrors: a plain reply (a !command's output, a
+// notice) is tried again on a 5xx or a dropped connection too, so no chunk
+// of it goes missing.
+func TestSendOutlastsServerErrors(t *testing.T) {
+	srv := newFake(t)
+	g, _ := started(t, srv)
+	in := srv.SendDM(alice, "!cat big.log")
+	text := essay(5000)
+	want := render(replyOf(text))
+	srv.Inject(discordtest.RouteCreateMessage, discordtest.Fault{}, discordtest.Fault{Status: 500}, discordtest.Fault{Hangup: true})
+	if _, err := g.Send(testContext(t), in.ChannelID, replyOf(text)); err != nil {
+		t.Fatalf("Send: %v", err)
+	}
+	if got := shownIn(srv, in.ChannelID); !slices.Equal(got, want) {
+		t.Errorf("shown %d messages, want the %d chunks once each", len(got), len(want))
+	}
+}

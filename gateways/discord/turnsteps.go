@@ -2,6 +2,7 @@ package discord
 
 import (
 	"context"
+	"log/slog"
 	"net/http"
 	"slices"
 	"strings"
@@ -202,14 +203,20 @@ func (a *answer) noticeStep() turnrender.Step {
 // timeout, Discord may have created the message all the same, which then
 // shows twice. A missing part of an answer is the worse outcome.
 func (d *delivery) persist(ctx context.Context, fn func() error) error {
-	bo := d.g.newBackoff()
+	return d.g.persist(ctx, d.log, fn)
+}
+
+// persist is delivery.persist for any message that must not go missing
+// (Send's chunks too: a !command's output, a notice).
+func (g *Gateway) persist(ctx context.Context, log *slog.Logger, fn func() error) error {
+	bo := g.newBackoff()
 	for try := 1; ; try++ {
 		err := fn()
 		if err == nil || try == answerTries || ctx.Err() != nil || !transient(err) || isAPI(err, http.StatusTooManyRequests, 0) {
 			return err
 		}
 		wait := bo.Next()
-		d.log.Info("a message of the answer failed; trying again", "err", err, "retry_in", wait)
+		log.Info("a message failed; trying again", "err", err, "retry_in", wait)
 		if !retry.Sleep(ctx, wait) {
 			return err
 		}

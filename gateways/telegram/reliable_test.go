@@ -9,11 +9,13 @@ import (
 	"net"
 	"net/url"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	tgbotapi "github.com/go-telegram-bot-api/telegram-bot-api/v5"
 
+	"github.com/latchd/latch/gateways"
 	"github.com/latchd/latch/gateways/telegram/telegramtest"
 )
 
@@ -174,5 +176,32 @@ func TestTransient(t *testing.T) {
 				t.Errorf("transient(%v) = %t, want %t", tt.err, got, tt.want)
 			}
 		})
+	}
+}
+
+// TestSendRetriesTransientFailures: a plain reply (a !command's output, a
+// notice) outlasts a passing 5xx or dropped connection too, every chunk
+// once, in order.
+func TestSendRetriesTransientFailures(t *testing.T) {
+	srv := newFake(t)
+	g, _ := started(t, srv)
+	g.chatEvery = time.Millisecond
+	replyTo := question(srv)
+	long := strings.Repeat("line of command output\n", 400)
+	chunks := len(render(gateways.Reply{Text: long}))
+	srv.Inject("sendMessage", telegramtest.Fault{}, telegramtest.Fault{Status: 502, Body: "<html>bad gateway</html>"}, telegramtest.Fault{Hangup: true})
+	if _, err := g.Send(testContext(t), "1111", gateways.Reply{Text: long, ReplyTo: replyTo}); err != nil {
+		t.Fatalf("Send: %v", err)
+	}
+	var got strings.Builder
+	n := 0
+	for _, m := range srv.SentTo(alice.ID) {
+		if m.Method == "sendMessage" && strings.HasPrefix(m.Plain, "line of") {
+			got.WriteString(m.Plain)
+			n++
+		}
+	}
+	if n != chunks || chunks < 2 || strings.Count(got.String(), "line of command output") != 400 {
+		t.Errorf("sent %d messages with %d lines, want %d with 400", n, strings.Count(got.String(), "line of command output"), chunks)
 	}
 }

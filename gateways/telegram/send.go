@@ -53,7 +53,10 @@ func (g *Gateway) Send(ctx context.Context, chatID string, r gateways.Reply) (st
 			cfg.ReplyToMessageID = reply.id
 			cfg.AllowSendingWithoutReply = true
 		}
-		if last, err = g.sendMessage(ctx, to, cfg); err != nil {
+		// Reliably: a !command's output or a notice that meets a passing
+		// 5xx or a dropped connection would otherwise be lost, or lose
+		// its middle.
+		if last, err = g.sendReliably(ctx, to, cfg); err != nil {
 			return "", fmt.Errorf("telegram: send message %d of %d: %w", i+1, len(chunks), err)
 		}
 	}
