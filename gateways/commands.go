@@ -3,6 +3,7 @@ package gateways
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -116,8 +117,7 @@ func (h *Hub) statusText(gateway string, key chatKey) string {
 func (h *Hub) handle(ctx context.Context, e store.Entry, j *job) {
 	switch {
 	case e.Kind == store.KindNotice:
-		h.send(ctx, e.Gateway, e.ChatID, Reply{Text: e.Text, ReplyTo: e.MessageID})
-		h.finish(e, false)
+		h.sendNotice(ctx, e)
 	case e.Kind == store.KindResume:
 		h.resumeTurn(ctx, j, e)
 	case strings.HasPrefix(strings.TrimSpace(e.Text), "!"):
@@ -129,6 +129,43 @@ func (h *Hub) handle(ctx context.Context, e store.Entry, j *job) {
 		h.finish(e, true)
 	default:
 		h.runTurn(ctx, j, e)
+	}
+}
+
+// noticeFor bounds how long a notice is tried: one that cannot be
+// delivered in a day (the bot was blocked, the chat is gone) is dropped.
+const noticeFor = 24 * time.Hour
+
+// sendNotice delivers a notice, trying again while it fails — the gateway
+// may not have connected yet at start, or the platform fails for a while —
+// and deletes it once delivered. Notices say what the chat must hear (a
+// code was minted, the chat was unpaired, a command was interrupted), so a
+// failed send does not drop one. At shutdown the entry stays, and the next
+// start sends it: at least once, never silently lost.
+func (h *Hub) sendNotice(ctx context.Context, e store.Entry) {
+	wait, deadline := cmp.Or(h.noticeWait, time.Second), h.cfg.Now().Add(noticeFor)
+	for {
+		err := h.trySend(ctx, e.Gateway, e.ChatID, Reply{Text: e.Text, ReplyTo: e.MessageID})
+		switch {
+		case err == nil:
+			h.finish(e, false)
+			return
+		case ctx.Err() != nil:
+			return
+		case errors.Is(err, errUnknownGateway) || h.cfg.Now().After(deadline):
+			h.log.Error("notice undeliverable for a day; dropped", "gateway", e.Gateway, "seq", e.Seq, "err", err)
+			h.finish(e, false)
+			return
+		}
+		h.log.Warn("sending a notice failed; trying again", "gateway", e.Gateway, "seq", e.Seq, "err", err, "in", wait)
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		wait = min(wait*2, 5*time.Minute)
 	}
 }
 

@@ -2,6 +2,7 @@ package gateways
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -214,8 +215,12 @@ func (h *Hub) dispatch(ctx context.Context, e store.Entry) {
 	}
 	if e.Kind == store.KindMessage {
 		if cb := decodeExtra(e).Callback; cb != nil {
-			h.finish(e, true)
+			// Decided, then deleted: a crash between the two brings the
+			// press back after the restart, where the decision is found
+			// taken; the other order would lose a press made while latch
+			// was down (which the agent keeps for the resumed turn).
 			h.pressed(ctx, e, cb)
+			h.finish(e, true)
 			return
 		}
 		if reply, ok := h.immediate(e); ok {
@@ -470,14 +475,23 @@ func (h *Hub) goSend(ctx context.Context, gateway, chatID string, r Reply) {
 }
 
 func (h *Hub) send(ctx context.Context, gateway, chatID string, r Reply) {
-	g := h.gateways[gateway]
-	if g == nil {
-		h.log.Error("reply for unknown gateway dropped", "gateway", gateway)
-		return
-	}
-	if _, err := g.Send(ctx, chatID, r); err != nil {
+	if err := h.trySend(ctx, gateway, chatID, r); err != nil {
 		h.log.Warn("sending reply failed", "gateway", gateway, "chat", chatID, "err", err)
 	}
+}
+
+// errUnknownGateway: a reply for a gateway this Hub does not have (it was
+// taken out of the configuration); trying again cannot help.
+var errUnknownGateway = errors.New("reply for a gateway that is not configured")
+
+// trySend sends a reply and says whether that worked.
+func (h *Hub) trySend(ctx context.Context, gateway, chatID string, r Reply) error {
+	g := h.gateways[gateway]
+	if g == nil {
+		return fmt.Errorf("%w: %q", errUnknownGateway, gateway)
+	}
+	_, err := g.Send(ctx, chatID, r)
+	return err
 }
 
 // Notify sends text to a chat, best effort (announcements, unpair notices).

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -40,6 +41,9 @@ type decidingAgent struct {
 	mu        sync.Mutex
 	decisions []string
 	turns     []string
+	// pressStored: whether the inbox still held the press when each
+	// decision was taken.
+	pressStored []bool
 }
 
 func (a *decidingAgent) Enabled() bool { return true }
@@ -59,8 +63,11 @@ func (a *decidingAgent) TurnWith(_ context.Context, _ agent.SessionKey, text str
 	return nil
 }
 func (a *decidingAgent) Decide(key agent.SessionKey, id string, d agent.Decision) error {
+	var stored int
+	a.db.View(func(tx *store.Tx) (err error) { stored, err = tx.InboxLen(); return err })
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	a.pressStored = append(a.pressStored, stored > 0)
 	if id != "live1" || key.Chat != "100" {
 		return agent.ErrNoApproval
 	}
@@ -104,6 +111,11 @@ func TestButtonsOnlyCountFromTheLatchedUser(t *testing.T) {
 	defer ag.mu.Unlock()
 	if len(ag.decisions) != 1 || ag.decisions[0] != "approve:live1" {
 		t.Errorf("decisions = %v: a press from another user or chat counted", ag.decisions)
+	}
+	// The press is deleted only once decided: a crash in between must
+	// bring it back, not lose it.
+	if len(ag.pressStored) == 0 || slices.Contains(ag.pressStored, false) {
+		t.Errorf("press still stored when decided: %v", ag.pressStored)
 	}
 	select {
 	case got := <-bg.answers:

@@ -68,6 +68,10 @@ type Hub struct {
 	strays   *replyLimiter // rate-limits stranger audit events
 	wake     chan struct{}
 
+	// noticeWait is the first wait before a failed notice is sent again
+	// (0: a second; tests shorten it).
+	noticeWait time.Duration
+
 	mu      sync.Mutex
 	chats   map[chatKey]*chat
 	next    uint64 // first inbox seq not yet dispatched

@@ -3,6 +3,7 @@ package gateways
 import (
 	"bytes"
 	"context"
+	"errors"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -21,6 +22,8 @@ type memGateway struct {
 	mu   sync.Mutex
 	sent []sentReply
 	ch   chan sentReply
+	// fail makes the next fail sends fail; tries counts every send.
+	fail, tries int
 }
 
 type sentReply struct {
@@ -36,6 +39,12 @@ func (g *memGateway) Run(ctx context.Context, _ Sink) error { <-ctx.Done(); retu
 func (g *memGateway) Info() Info                            { return Info{BotName: "bot", Connected: true} }
 func (g *memGateway) Send(_ context.Context, chatID string, r Reply) (string, error) {
 	g.mu.Lock()
+	g.tries++
+	if g.fail > 0 {
+		g.fail--
+		g.mu.Unlock()
+		return "", errors.New("platform unreachable")
+	}
 	g.sent = append(g.sent, sentReply{chatID, r})
 	g.mu.Unlock()
 	g.ch <- sentReply{chatID, r}

@@ -148,3 +148,55 @@ func TestStopSentWhileDownStopsTheResumedTurn(t *testing.T) {
 		t.Errorf("replies after the restart %q, want the /stop answered and the turn stopped before it resumed", texts)
 	}
 }
+
+// queueNotice stores a notice to chat 100, as the CLI does for a mint made
+// while latch was stopped.
+func (f *hubFixture) queueNotice(t *testing.T, text string) {
+	t.Helper()
+	err := f.db.Update(func(tx *store.Tx) error {
+		_, err := tx.AppendInbox(store.Entry{Kind: store.KindNotice, Gateway: "telegram", ChatID: "100", Text: text})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestNoticeIsTriedUntilDelivered: a notice — a mint announced after a
+// restart, an unpair notice, an interrupted command — is sent again while
+// sending fails (at start the gateway may not have connected yet), and
+// deleted only once delivered. It used to be deleted after one failed try.
+func TestNoticeIsTriedUntilDelivered(t *testing.T) {
+	f := newHubFixture(t, false)
+	f.hub.noticeWait = time.Millisecond
+	f.queueNotice(t, "a code was minted")
+	f.gw.mu.Lock()
+	f.gw.fail = 3
+	f.gw.mu.Unlock()
+	f.run(t)
+	if r := f.gw.next(t); r.Text != "a code was minted" {
+		t.Fatalf("sent %q", r.Text)
+	}
+	waitUntil(t, "the inbox empties", func() bool { return f.inboxLen(t) == 0 && f.hub.idle() })
+}
+
+// TestNoticeStaysWhenShutdownCutsItsTries: a notice still failing at
+// shutdown stays in the inbox for the next start.
+func TestNoticeStaysWhenShutdownCutsItsTries(t *testing.T) {
+	f := newHubFixture(t, false)
+	f.hub.noticeWait = time.Millisecond
+	f.hub.cfg.ShutdownGrace = time.Millisecond
+	f.queueNotice(t, "a code was minted")
+	f.gw.mu.Lock()
+	f.gw.fail = 1 << 30
+	f.gw.mu.Unlock()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { f.hub.Run(ctx); close(done) }()
+	waitUntil(t, "a few tries", func() bool { f.gw.mu.Lock(); defer f.gw.mu.Unlock(); return f.gw.tries >= 3 })
+	cancel()
+	<-done
+	if n := f.inboxLen(t); n != 1 {
+		t.Errorf("inbox holds %d entries after the shutdown, want the notice", n)
+	}
+}

@@ -272,3 +272,19 @@ func lastSent(srv *discordtest.Server, ch string) (discordtest.Sent, bool) {
 	}
 	return sent[len(sent)-1], true
 }
+
+// TestApprovalOutlastsServerErrors: an approval request that meets a
+// passing 5xx is sent again; one that never showed would leave the call
+// waiting for a press that cannot come, denied at the timeout.
+func TestApprovalOutlastsServerErrors(t *testing.T) {
+	srv := newFake(t)
+	g, _ := started(t, srv)
+	in := srv.SendDM(alice, "clean up")
+	srv.Inject(discordtest.RouteCreateMessage, discordtest.Fault{Status: 500})
+	ev := g.RenderTurn(testContext(t), in.ChannelID, in.ID)
+	ev.Approval(agent.Approval{ID: "k3x9p", Tool: "bash", Summary: "make", Detail: "make"})
+	ev.(interface{ End() }).End()
+	if _, err := srv.WaitSent(testContext(t), func(s discordtest.Sent) bool { return len(s.Buttons()) > 0 }); err != nil {
+		t.Fatalf("the approval request never showed: %v", err)
+	}
+}

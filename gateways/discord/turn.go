@@ -126,7 +126,12 @@ func (d *delivery) Approval(ctx context.Context, a agent.Approval) error {
 			discordgo.Button{Label: "Deny", Style: discordgo.DangerButton, CustomID: dataDeny + a.ID},
 		}}}
 	}
-	id, err := d.post(ctx, m)
+	// Reliably: an approval that never shows is denied at the timeout.
+	var id string
+	err := d.persist(ctx, func() (err error) {
+		id, err = d.post(ctx, m)
+		return err
+	})
 	if err == nil {
 		d.g.texts.remember(id, m.Content)
 	}

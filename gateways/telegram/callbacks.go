@@ -103,13 +103,15 @@ func approvalMessage(chat int64, a agent.Approval) tgbotapi.MessageConfig {
 	return cfg
 }
 
-// sendApproval posts an approval request and remembers its text.
+// sendApproval posts an approval request (reliably: without it the call
+// waits for nothing and is denied at the approval timeout) and remembers
+// its text.
 func (g *Gateway) sendApproval(ctx context.Context, to target, a agent.Approval) error {
 	cfg := approvalMessage(to.chat, a)
-	m, err := g.postMessage(ctx, to, sendCall(cfg, to.topic), 0)
+	m, err := g.messageOf(g.postReliably(ctx, to, sendCall(cfg, to.topic)))
 	if badMarkup(err) {
 		cfg.ParseMode, cfg.Text = "", tgmd.Visible(cfg.Text)
-		m, err = g.postMessage(ctx, to, sendCall(cfg, to.topic), 0)
+		m, err = g.messageOf(g.postReliably(ctx, to, sendCall(cfg, to.topic)))
 	}
 	if err != nil {
 		return fmt.Errorf("telegram: send approval request: %w", err)

@@ -15,6 +15,7 @@ import (
 
 	tgbotapi "github.com/go-telegram-bot-api/telegram-bot-api/v5"
 
+	"github.com/latchd/latch/agent"
 	"github.com/latchd/latch/gateways"
 	"github.com/latchd/latch/gateways/telegram/telegramtest"
 )
@@ -204,4 +205,20 @@ func TestSendRetriesTransientFailures(t *testing.T) {
 	if n != chunks || chunks < 2 || strings.Count(got.String(), "line of command output") != 400 {
 		t.Errorf("sent %d messages with %d lines, want %d with 400", n, strings.Count(got.String(), "line of command output"), chunks)
 	}
+}
+
+// TestApprovalOutlastsTransientFailures: an approval request that meets a
+// passing 5xx is sent again; one that never showed would leave the call
+// waiting for a press that cannot come, denied at the timeout.
+func TestApprovalOutlastsTransientFailures(t *testing.T) {
+	srv := newFake(t)
+	g, _ := started(t, srv)
+	g.chatEvery = time.Millisecond
+	ev := g.RenderTurn(testContext(t), "1111", question(srv))
+	srv.Inject("sendMessage", telegramtest.Fault{Status: 502, Body: "<html>bad gateway</html>"})
+	ev.Approval(agent.Approval{ID: "k3x9p", Tool: "bash", Summary: "make"})
+	if _, err := srv.WaitSent(testContext(t), func(s telegramtest.Sent) bool { return s.Keyboard != nil }); err != nil {
+		t.Fatalf("the approval request never showed: %v", err)
+	}
+	ev.(ender).End()
 }
