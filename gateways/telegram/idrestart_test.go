@@ -177,7 +177,11 @@ func TestTranslateBelowOffset(t *testing.T) {
 		{"in order", 905, []int{905, 906}, []int{905, 906}, false, 0},
 		{"ids restarted lower", 905, []int{12, 13, 14}, []int{12, 13, 14}, true, 0},
 		{"repeat of the last batch", 905, []int{903, 904}, nil, false, 2},
-		{"repeat and restart mixed", 905, []int{904, 12}, nil, false, 2},
+		{"repeat and restart mixed", 905, []int{904, 12}, []int{12}, true, 1},
+		// New ids that overlap the window (a server counting from 1, an old
+		// plain cursor's guessed window): what is new is taken, so the
+		// offset moves and latch does not go deaf until the ids pass it.
+		{"restart overlapping the window", 905, []int{899, 900, 901}, []int{899}, true, 2},
 		{"below the offset among new ones", 905, []int{850, 905}, []int{905}, false, 1},
 		{"same id twice", 905, []int{12, 12}, []int{12}, true, 1},
 		{"invalid ids", 905, []int{0, -3, maxUpdateID + 1}, nil, false, 0},

@@ -76,21 +76,24 @@ type batch struct {
 // future", answers from the head of the queue. Dropping such a batch would
 // drop it forever: the offset would never move, the same updates would
 // come back on every poll, and the offset is stored, so a restart would
-// not help. So a batch whose every update is below the offset and none of
-// which was taken recently is the new sequence, and is taken whole; the
-// cursor then moves down to its highest id + 1.
+// not help. So a batch whose every update is below the offset, and some of
+// which were not taken recently, is the new sequence: what it holds beyond
+// the recent window is taken, and the cursor moves down to its highest id
+// + 1. (New ids may overlap the window: a self-hosted server counting from
+// 1, or an old plain cursor, whose window is guessed; dropping the whole
+// batch then would leave latch deaf until the ids passed the old offset.)
 //
 // A repeat of an answer latch already took (a proxy or a retried request
-// serving it again) holds ids of the recent window, which covers more than
-// two full batches, and a batch with any id at or above the offset cannot
-// be that answer of the Bot API's: either way its ids below the offset are
-// dropped. The size of the gap is no test: the new ids may land anywhere
+// serving it again) holds only ids of the recent window, which covers more
+// than two full batches, and a batch with any id at or above the offset
+// cannot be that answer of the Bot API's: either way its ids below the
+// offset are dropped. The size of the gap is no test: the new ids may land anywhere
 // below, and one that landed close would leave latch deaf, which is worse
 // than what a gap could guard against (a stale answer older than the
 // window, which nothing in the Bot API produces).
 func (g *Gateway) translate(raws []json.RawMessage, offset int, recent seen) batch {
 	var us []update
-	restart := offset > 0
+	below, fresh := offset > 0, false
 	for _, raw := range raws {
 		u := g.decode(raw)
 		if !u.hasID || u.id <= 0 || u.id > maxUpdateID {
@@ -99,9 +102,10 @@ func (g *Gateway) translate(raws []json.RawMessage, offset int, recent seen) bat
 			continue
 		}
 		us = append(us, u)
-		restart = restart && u.id < offset && !recent.has(u.id)
+		below = below && u.id < offset
+		fresh = fresh || !recent.has(u.id)
 	}
-	b := batch{restart: restart && len(us) > 0}
+	b := batch{restart: below && fresh}
 	for _, u := range us {
 		if recent.has(u.id) || slices.Contains(b.ids, u.id) || u.id < offset && !b.restart {
 			b.repeats++
