@@ -152,7 +152,11 @@ func (h *Hub) sendNotice(ctx context.Context, e store.Entry) {
 			return
 		case ctx.Err() != nil:
 			return
-		case errors.Is(err, errUnknownGateway) || h.cfg.Now().After(deadline):
+		case errors.Is(err, ErrRejected) || errors.Is(err, errUnknownGateway):
+			h.log.Warn("notice refused by the platform; dropped", "gateway", e.Gateway, "seq", e.Seq, "err", err)
+			h.finish(e, false)
+			return
+		case h.cfg.Now().After(deadline):
 			h.log.Error("notice undeliverable for a day; dropped", "gateway", e.Gateway, "seq", e.Seq, "err", err)
 			h.finish(e, false)
 			return

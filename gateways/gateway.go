@@ -135,6 +135,20 @@ type PairLinker interface {
 	PairLink(code string) string
 }
 
+// ErrRejected is wrapped by Gateway.Send when the platform refused the
+// message itself (an answer in the 4xx range other than 429: the chat is
+// gone, the bot was blocked, a topic is closed): sending it again cannot
+// help. Any other error may pass.
+var ErrRejected = errors.New("the platform refused the message")
+
+// Rejected marks err as ErrRejected, keeping its text.
+func Rejected(err error) error { return rejectedError{err} }
+
+type rejectedError struct{ err error }
+
+func (e rejectedError) Error() string   { return e.err.Error() }
+func (e rejectedError) Unwrap() []error { return []error{ErrRejected, e.err} }
+
 // ErrUnauthorized is wrapped by Gateway.Start when the platform rejects the
 // credentials: retrying cannot help, so the daemon stops with a clear error.
 var ErrUnauthorized = errors.New("the platform rejected the bot token")

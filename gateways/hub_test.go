@@ -2,6 +2,7 @@ package gateways
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"path/filepath"
@@ -22,8 +23,10 @@ type memGateway struct {
 	mu   sync.Mutex
 	sent []sentReply
 	ch   chan sentReply
-	// fail makes the next fail sends fail; tries counts every send.
+	// fail makes the next fail sends fail (with failErr, if set); tries
+	// counts every send.
 	fail, tries int
+	failErr     error
 }
 
 type sentReply struct {
@@ -42,8 +45,9 @@ func (g *memGateway) Send(_ context.Context, chatID string, r Reply) (string, er
 	g.tries++
 	if g.fail > 0 {
 		g.fail--
+		err := cmp.Or(g.failErr, errors.New("platform unreachable"))
 		g.mu.Unlock()
-		return "", errors.New("platform unreachable")
+		return "", err
 	}
 	g.sent = append(g.sent, sentReply{chatID, r})
 	g.mu.Unlock()

@@ -2,6 +2,7 @@ package gateways
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -198,5 +199,24 @@ func TestNoticeStaysWhenShutdownCutsItsTries(t *testing.T) {
 	<-done
 	if n := f.inboxLen(t); n != 1 {
 		t.Errorf("inbox holds %d entries after the shutdown, want the notice", n)
+	}
+}
+
+// TestRefusedNoticeDoesNotHoldUpTheChat: a notice the platform refuses
+// (ErrRejected: the chat is gone, a topic is closed) is dropped at once,
+// not tried for a day while the chat's messages wait behind it.
+func TestRefusedNoticeDoesNotHoldUpTheChat(t *testing.T) {
+	f := newHubFixture(t, false)
+	f.hub.noticeWait = time.Hour
+	f.ingest(t, "1", private("100", "/pair "+f.mint(t)))
+	f.queueNotice(t, "a code was minted")
+	f.gw.mu.Lock()
+	f.gw.fail, f.gw.failErr = 1, fmt.Errorf("%w: Bad Request: TOPIC_CLOSED", ErrRejected)
+	f.gw.mu.Unlock()
+	f.run(t)
+	f.gw.next(t) // the pairing confirmation
+	f.ingest(t, "2", private("100", "!echo next"))
+	if r := f.gw.next(t); r.Text != "ran echo next" {
+		t.Fatalf("reply %q, want the command's output", r.Text)
 	}
 }

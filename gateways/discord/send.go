@@ -2,7 +2,9 @@ package discord
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 
 	"github.com/bwmarrin/discordgo"
@@ -54,6 +56,10 @@ func (g *Gateway) Send(ctx context.Context, chatID string, r gateways.Reply) (st
 			return err
 		})
 		if err != nil {
+			var apiErr *APIError
+			if errors.As(err, &apiErr) && apiErr.Status >= 400 && apiErr.Status < 500 && apiErr.Status != http.StatusTooManyRequests {
+				err = gateways.Rejected(err)
+			}
 			return "", fmt.Errorf("discord: send message %d of %d: %w", i+1, len(chunks), err)
 		}
 		last = sent.ID

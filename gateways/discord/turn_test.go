@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/latchd/latch/agent"
+	"github.com/latchd/latch/gateways"
 	"github.com/latchd/latch/gateways/discord/discordtest"
 )
 
@@ -174,5 +175,17 @@ func TestSendOutlastsServerErrors(t *testing.T) {
 	}
 	if got := shownIn(srv, in.ChannelID); !slices.Equal(got, want) {
 		t.Errorf("shown %d messages, want the %d chunks once each", len(got), len(want))
+	}
+}
+
+// TestSendSaysWhenRefused: a reply Discord refuses (a 4xx other than 429)
+// is gateways.ErrRejected, so the Hub drops a notice at once.
+func TestSendSaysWhenRefused(t *testing.T) {
+	srv := newFake(t)
+	g, _ := started(t, srv)
+	in := srv.SendDM(alice, "hello")
+	srv.Inject(discordtest.RouteCreateMessage, discordtest.Fault{Status: 403, Code: 50007, Message: "Cannot send messages to this user"})
+	if _, err := g.Send(testContext(t), in.ChannelID, replyOf("hi")); !errors.Is(err, gateways.ErrRejected) {
+		t.Errorf("refused send: %v, want ErrRejected", err)
 	}
 }

@@ -222,3 +222,21 @@ func TestApprovalOutlastsTransientFailures(t *testing.T) {
 	}
 	ev.(ender).End()
 }
+
+// TestSendSaysWhenRefused: a reply Telegram refuses (a 4xx: the chat is
+// not found, a topic is closed) is gateways.ErrRejected, so the Hub drops
+// a notice at once instead of trying it for a day; a 5xx that outlasts the
+// tries is not.
+func TestSendSaysWhenRefused(t *testing.T) {
+	srv := newFake(t)
+	g, _ := started(t, srv)
+	g.chatEvery = time.Millisecond
+	if _, err := g.Send(testContext(t), "999", gateways.Reply{Text: "hi"}); !errors.Is(err, gateways.ErrRejected) {
+		t.Errorf("send to an unknown chat: %v, want ErrRejected", err)
+	}
+	question(srv)
+	srv.Inject("sendMessage", telegramtest.Fault{Status: 500, Times: maxReliableAttempts})
+	if _, err := g.Send(testContext(t), "1111", gateways.Reply{Text: "hi"}); err == nil || errors.Is(err, gateways.ErrRejected) {
+		t.Errorf("send meeting 5xx only: %v, want an error that is not ErrRejected", err)
+	}
+}

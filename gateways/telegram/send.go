@@ -2,7 +2,9 @@ package telegram
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net/http"
 	"strconv"
 	"strings"
 	"unicode/utf16"
@@ -57,10 +59,20 @@ func (g *Gateway) Send(ctx context.Context, chatID string, r gateways.Reply) (st
 		// 5xx or a dropped connection would otherwise be lost, or lose
 		// its middle.
 		if last, err = g.sendReliably(ctx, to, cfg); err != nil {
-			return "", fmt.Errorf("telegram: send message %d of %d: %w", i+1, len(chunks), err)
+			return "", fmt.Errorf("telegram: send message %d of %d: %w", i+1, len(chunks), rejected(err))
 		}
 	}
 	return msgRef{id: last, topic: to.topic}.String(), nil
+}
+
+// rejected marks err gateways.ErrRejected when Telegram refused the
+// message itself (a 4xx other than 429).
+func rejected(err error) error {
+	var apiErr *tgbotapi.Error
+	if errors.As(err, &apiErr) && apiErr.Code >= 400 && apiErr.Code < 500 && apiErr.Code != http.StatusTooManyRequests {
+		return gateways.Rejected(err)
+	}
+	return err
 }
 
 // sendMessage sends one message to a target through post and returns its
