@@ -356,15 +356,20 @@ func TestProviderErrorIsOneSentence(t *testing.T) {
 	}
 }
 
-func TestResumeContinuesFromLastStep(t *testing.T) {
-	f := newFixture(t, nil)
-	// A turn that a crash cut while a tool ran: the call has no result.
+// cutWhileBuilding stores a turn that a crash cut while a tool ran: the
+// call ("make", toolu_x) has no result.
+func (f *fixture) cutWhileBuilding() {
 	s, _ := f.agent.load(chat)
 	s.Messages = append(s.Messages,
 		provider.Message{Role: provider.RoleUser, Content: []provider.Block{{Type: provider.BlockText, Text: "build it"}}},
 		provider.Message{Role: provider.RoleAssistant, Content: []provider.Block{{Type: provider.BlockToolUse, ID: "toolu_x", Name: ToolBash, Input: []byte(`{"command":"make"}`)}}})
 	s.Running = []string{"toolu_x"}
 	f.agent.save(chat, s)
+}
+
+func TestResumeContinuesFromLastStep(t *testing.T) {
+	f := newFixture(t, nil)
+	f.cutWhileBuilding()
 	f.fake.Script(anthropictest.Text("The build was interrupted; run it again?"))
 	ev := &recorder{}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -389,14 +394,7 @@ func TestResumeContinuesFromLastStep(t *testing.T) {
 // does not run, and a failing hook fails the resume.
 func TestResumeDoneHookCommitsWithTheAnswer(t *testing.T) {
 	f := newFixture(t, nil)
-	cut := func() {
-		s, _ := f.agent.load(chat)
-		s.Messages = append(s.Messages,
-			provider.Message{Role: provider.RoleUser, Content: []provider.Block{{Type: provider.BlockText, Text: "build it"}}},
-			provider.Message{Role: provider.RoleAssistant, Content: []provider.Block{{Type: provider.BlockToolUse, ID: "toolu_x", Name: ToolBash, Input: []byte(`{"command":"make"}`)}}})
-		s.Running = []string{"toolu_x"}
-		f.agent.save(chat, s)
-	}
+	cut := f.cutWhileBuilding
 	done := func() (n uint64) {
 		f.db.View(func(tx *store.Tx) (err error) { n, err = tx.Counter("test", "done"); return err })
 		return n

@@ -260,8 +260,11 @@ func TestIngestFailsClosedOnDamagedLatch(t *testing.T) {
 	}
 }
 
-func TestRunningCommandIsNotRerunAfterRestart(t *testing.T) {
-	f := newHubFixture(t, false)
+// cutCommand pairs chat 100, has it run command, and stops the Hub while
+// the command runs, as a crash or a shutdown would; it returns what the
+// shell was asked to run.
+func cutCommand(t *testing.T, f *hubFixture, command string) chan string {
+	t.Helper()
 	f.ingest(t, "1", private("100", "/pair "+f.mint(t)))
 	runs := make(chan string, 10)
 	started := make(chan struct{})
@@ -275,11 +278,16 @@ func TestRunningCommandIsNotRerunAfterRestart(t *testing.T) {
 	done := make(chan struct{})
 	go func() { f.hub.Run(ctx); close(done) }()
 	f.gw.next(t) // pairing confirmation
-	f.ingest(t, "2", private("100", "!touch once"))
+	f.ingest(t, "2", private("100", command))
 	<-started
 	cancel() // the process "dies" mid-command
 	<-done
+	return runs
+}
 
+func TestRunningCommandIsNotRerunAfterRestart(t *testing.T) {
+	f := newHubFixture(t, false)
+	runs := cutCommand(t, f, "!touch once")
 	f.shell = func(ctx context.Context, cmd string) string { runs <- cmd; return "" }
 	f.hub = NewHub(f.hub.cfg)
 	f.run(t)

@@ -193,21 +193,7 @@ func TestUnlatchedCancelsTheRunningJob(t *testing.T) {
 // that is still latched (TestRunningCommandIsNotRerunAfterRestart).
 func TestUnpairedChatIsNotToldOfACutJob(t *testing.T) {
 	f := newHubFixture(t, false)
-	f.ingest(t, "1", private("100", "/pair "+f.mint(t)))
-	started := make(chan struct{})
-	f.shell = func(ctx context.Context, cmd string) string {
-		close(started)
-		<-ctx.Done()
-		return "killed"
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { f.hub.Run(ctx); close(done) }()
-	f.gw.next(t) // pairing confirmation
-	f.ingest(t, "2", private("100", "!cat secret-plan"))
-	<-started
-	cancel() // shutdown cuts the command...
-	<-done
+	cutCommand(t, f, "!cat secret-plan") // shutdown cuts the command...
 	uf := &unpairFixture{hubFixture: f}
 	uf.unpair(t, false) // ...and the unpair commits before the next start
 
