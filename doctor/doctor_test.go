@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 
 	bolt "go.etcd.io/bbolt"
@@ -250,17 +249,7 @@ func (fakeDaemon) Status(context.Context) (control.Status, error) {
 // startDaemon serves the control socket of f's home until the test ends.
 func startDaemon(t *testing.T, f *fixture) {
 	t.Helper()
-	srv, err := control.Listen(config.SocketPath(f.home), fakeDaemon{}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Go(func() { srv.Serve(ctx) })
-	t.Cleanup(func() {
-		cancel()
-		wg.Wait()
-	})
+	serveDaemon(t, f, fakeDaemon{})
 }
 
 func TestDaemonRunning(t *testing.T) {
