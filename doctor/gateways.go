@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -113,10 +114,12 @@ func (r *run) unitOf(ctx context.Context, pid int) (system, found bool) {
 // unitEnv warns when this shell's environment supplies a token or API key
 // that the installed unit does not pass to latch, and config.toml has no
 // other source for it: the service runs without it, whatever the checks
-// that use doctor's own environment say. It says nothing when it cannot
-// tell.
+// that use doctor's own environment say. It warns too when an API URL
+// (LATCH_TELEGRAM_API_URL, OPENAI_BASE_URL, …) comes from this shell only:
+// the service then talks to another server than the checks did, and sends
+// it the chat. It says nothing when it cannot tell.
 func (r *run) unitEnv(ctx context.Context, system bool) (Check, bool) {
-	if r.cfg == nil || len(service.EnvSecrets(r.cfg)) == 0 {
+	if r.cfg == nil || !r.fromEnv() {
 		return Check{}, false
 	}
 	m := &service.Manager{System: system, Run: r.d.runner()}
@@ -124,16 +127,57 @@ func (r *run) unitEnv(ctx context.Context, system bool) (Check, bool) {
 	if err != nil {
 		return Check{}, false
 	}
-	lacking, err := service.LackingSecrets(r.home, r.d.getenv, env)
-	if err != nil || len(lacking) == 0 {
+	systemctl := systemctlFor(system)
+	var parts []Check
+	if lacking, err := service.LackingSecrets(r.home, r.d.getenv, env); err == nil && len(lacking) > 0 {
+		var whats []string
+		for _, s := range lacking {
+			whats = append(whats, s.What)
+		}
+		parts = append(parts, warn(fmt.Sprintf("this shell sets %s, but latch.service does not get it: the service runs without %s",
+			varNames(lacking), strings.Join(whats, " and ")), envFix(lacking, r.cfg.Path, systemctl)))
+	}
+	if lacking, err := service.LackingSettings(r.home, r.d.getenv, env); err == nil && len(lacking) > 0 {
+		parts = append(parts, settingsWarning(lacking, r.cfg.Path, systemctl))
+	}
+	if len(parts) == 0 {
 		return Check{}, false
 	}
-	var whats []string
-	for _, s := range lacking {
-		whats = append(whats, s.What)
+	return merge(parts), true
+}
+
+// fromEnv reports whether this shell's environment supplies a secret or
+// an API URL, that is, whether asking systemd what the unit gets is worth
+// it.
+func (r *run) fromEnv() bool {
+	if len(service.EnvSecrets(r.cfg)) > 0 {
+		return true
 	}
-	return warn(fmt.Sprintf("this shell sets %s, but latch.service does not get it: the service runs without %s",
-		varNames(lacking), strings.Join(whats, " and ")), envFix(lacking, r.cfg.Path, systemctlFor(system))), true
+	for _, v := range service.EnvSettingVars() {
+		if r.d.getenv(v) != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// settingsWarning says which API URLs latch.service does not share with
+// this shell, and how to give it them. It names the variables, never their
+// values: a URL may carry a credential.
+func settingsWarning(lacking []service.EnvSetting, cfgPath, systemctl string) Check {
+	var vars, whats, keys []string
+	for _, s := range lacking {
+		vars = append(vars, s.Var)
+		if !slices.Contains(whats, s.What) {
+			whats, keys = append(whats, s.What), append(keys, s.Key)
+		}
+	}
+	names := strings.Join(vars, " and ")
+	return warn(fmt.Sprintf("this shell sets %s, but latch.service does not get it: the service uses another %s "+
+		"(config.toml's or the default) and sends it the chat", names, strings.Join(whats, " and ")),
+		fmt.Sprintf("set %s in %s to what printenv %s prints, or give the service an EnvironmentFile= that sets %s "+
+			"(%s edit %s; [Service] EnvironmentFile=FILE), then %s restart %s",
+			strings.Join(keys, " and "), cfgPath, names, names, systemctl, service.UnitName, systemctl, service.UnitName))
 }
 
 // envFix says how to give the service secrets it lacks.

@@ -183,3 +183,83 @@ func TestServiceLacksShellSecret(t *testing.T) {
 		})
 	}
 }
+
+// TestServiceLacksShellAPIURL: an API URL that only doctor's own
+// environment has (a local Bot API server, a local model) does not reach
+// latch.service, which then talks to another server than the one doctor's
+// checks reached, and sends it the chat. The service check says so, naming
+// the variable and never its value, unless the unit's environment or
+// config.toml gives the service the same setting.
+func TestServiceLacksShellAPIURL(t *testing.T) {
+	const (
+		showUser   = "systemctl --user show latch.service -p Environment -p EnvironmentFiles"
+		managerEnv = "systemctl --user show-environment"
+		secretPath = "/SECRETpathPART"
+	)
+	tests := []struct {
+		name     string
+		system   bool
+		openai   bool // the model is reached through OPENAI_BASE_URL, not Telegram through LATCH_TELEGRAM_API_URL
+		cfgURL   bool // config.toml sets the same URL itself
+		envToken bool // the bot token comes from the shell too
+		out      map[string]string
+		fail     string // a command that fails
+		status   Status
+		detail   []string
+		fix      []string
+	}{
+		{name: "Telegram API URL only in the shell", status: Warn,
+			detail: []string{"this shell sets LATCH_TELEGRAM_API_URL, but latch.service does not get it", "another Telegram Bot API server"},
+			fix:    []string{"set [telegram] api_url in ", "printenv LATCH_TELEGRAM_API_URL", "systemctl --user edit latch.service", "systemctl --user restart latch.service"}},
+		{name: "OpenAI base URL only in the shell", openai: true, status: Warn,
+			detail: []string{"this shell sets OPENAI_BASE_URL, but latch.service does not get it", "another model API server"},
+			fix:    []string{"set [agent] base_url in ", "printenv OPENAI_BASE_URL"}},
+		{name: "system unit without it", system: true, status: Warn,
+			detail: []string{"LATCH_TELEGRAM_API_URL, but latch.service does not get it"}, fix: []string{"sudo systemctl edit latch.service"}},
+		{name: "and the token", envToken: true, status: Warn,
+			detail: []string{"this shell sets LATCH_TELEGRAM_TOKEN, but latch.service does not get it", "this shell sets LATCH_TELEGRAM_API_URL"},
+			fix:    []string{"[telegram] token_file", "[telegram] api_url"}},
+		{name: "a drop-in sets it", out: map[string]string{showUser: "Environment=LATCH_TELEGRAM_API_URL=x\n"}, status: OK},
+		{name: "the user manager has it", out: map[string]string{managerEnv: "LATCH_TELEGRAM_API_URL=x\n"}, status: OK},
+		{name: "config.toml has the same api_url", cfgURL: true, status: OK},
+		{name: "config.toml has base_url, which wins", openai: true, cfgURL: true, status: OK},
+		{name: "systemd cannot say", fail: showUser, status: OK},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tg := telegramtest.New(botToken)
+			defer tg.Close()
+			f := newFixture(t, "")
+			url, variable := tg.URL()+secretPath, config.EnvTelegramAPIURL
+			settings := []string{"telegram.token", botToken}
+			if tt.envToken {
+				settings = nil
+				f.env[config.EnvTelegramToken] = botToken
+			}
+			if tt.openai {
+				url, variable = "http://127.0.0.1:1/v1"+secretPath, config.EnvOpenAIBaseURL
+				settings = append(settings, "agent.provider", "openai")
+				if tt.cfgURL {
+					settings = append(settings, "agent.base_url", "http://127.0.0.1:1/v1")
+				}
+			} else if tt.cfgURL {
+				settings = append(settings, "telegram.api_url", url)
+			}
+			writeConfig(t, f, tomlConfig(settings...), 0o600)
+			f.env[variable] = url
+			f.installUnit(t, tt.system, "enabled")
+			f.sys.out["loginctl show-user alice -p Linger"] = "Linger=yes\n"
+			for k, v := range tt.out {
+				f.sys.out[k] = v
+			}
+			if tt.fail != "" {
+				f.sys.code[tt.fail] = 1
+			}
+			rep := f.run(t)
+			wantCheck(t, rep, "service", tt.status, tt.detail, tt.fix)
+			if c := check(t, rep, "service"); strings.Contains(c.Detail+c.Fix, secretPath) || strings.Contains(c.Detail+c.Fix, "127.0.0.1") {
+				t.Errorf("the service check shows the URL: %q, fix %q", c.Detail, c.Fix)
+			}
+		})
+	}
+}

@@ -91,6 +91,102 @@ func hasSecret(cfg *config.Config, v string) bool {
 	return cfg.Agent.APIKey != ""
 }
 
+// EnvSetting is a setting that is not a secret but that latch took from an
+// environment variable: where the gateways and the model are reached. A
+// service that lacks it does not fail: it quietly talks to another server,
+// config.toml's or the default, and sends it what the owner meant for
+// their own (a local Bot API server, a local model): the chat, and the
+// token or API key with it.
+type EnvSetting struct {
+	Var  string // the variable, such as OPENAI_BASE_URL
+	What string // what it sets, for messages
+	Key  string // the config.toml setting that supplies it instead, such as "[agent] base_url"
+}
+
+// envSetting is an EnvSetting with what it decides in a loaded config.
+type envSetting struct {
+	EnvSetting
+	// applies reports whether the setting matters for the shell's config:
+	// the API URL of a gateway that is off is never used.
+	applies func(*config.Config) bool
+	// value is the setting's effective value in a config.
+	value func(*config.Config) string
+}
+
+// envSettings lists every variable config.Loader reads that is neither a
+// secret (see EnvSecrets) nor LATCH_HOME, which the unit sets itself.
+func envSettings() []envSetting {
+	telegram := func(c *config.Config) bool { return c.Telegram.Enabled() }
+	discord := func(c *config.Config) bool { return c.Discord.Enabled() }
+	always := func(*config.Config) bool { return true }
+	agentURL := func(c *config.Config) string { return c.Agent.BaseURL }
+	return []envSetting{
+		{EnvSetting{config.EnvTelegramAPIURL, "Telegram Bot API server", "[telegram] api_url"},
+			telegram, func(c *config.Config) string { return c.Telegram.APIURL }},
+		{EnvSetting{config.EnvDiscordAPIURL, "Discord API server", "[discord] api_url"},
+			discord, func(c *config.Config) string { return c.Discord.APIURL }},
+		// Only the chosen provider's variable is read: the other one
+		// changes nothing, and so is never reported.
+		{EnvSetting{config.EnvAnthropicBaseURL, "model API server", "[agent] base_url"}, always, agentURL},
+		{EnvSetting{config.EnvOpenAIBaseURL, "model API server", "[agent] base_url"}, always, agentURL},
+	}
+}
+
+// EnvSettingVars names the variables that LackingSettings looks at.
+func EnvSettingVars() []string {
+	var out []string
+	for _, s := range envSettings() {
+		out = append(out, s.Var)
+	}
+	return out
+}
+
+// LackingSettings loads the config in home as latch.service will see it and
+// returns the settings (API endpoints) that would differ in the service:
+// those that, with getenv as the environment, come from a variable that env
+// does not set, where config.toml does not give the same value (it may
+// set it itself, or win over the variable). The error is the config's own,
+// when it does not load with getenv.
+//
+// When env has files it could not read, they may set anything: nothing is
+// reported as lacking.
+func LackingSettings(home string, getenv func(string) string, env UnitEnv) ([]EnvSetting, error) {
+	shell, err := config.Loader{Getenv: getenv}.Load(home)
+	if err != nil {
+		return nil, err
+	}
+	if len(env.Unread) > 0 {
+		return nil, nil
+	}
+	var missing []envSetting
+	hidden := make(map[string]bool)
+	for _, s := range envSettings() {
+		if getenv(s.Var) != "" && !env.Sets(s.Var) && s.applies(shell) {
+			missing = append(missing, s)
+			hidden[s.Var] = true
+		}
+	}
+	if len(missing) == 0 {
+		return nil, nil
+	}
+	svc, err := config.Loader{Getenv: func(k string) string {
+		if hidden[k] {
+			return ""
+		}
+		return getenv(k)
+	}}.Load(home)
+	var lacking []EnvSetting
+	for _, s := range missing {
+		// Without the variables config.toml alone decides; it loaded
+		// before, so it should load now. If it does not, the service
+		// would not get the shell's settings either.
+		if err != nil || s.value(svc) != s.value(shell) {
+			lacking = append(lacking, s.EnvSetting)
+		}
+	}
+	return lacking, nil
+}
+
 // UnitEnv is what systemd puts into latch.service's environment, by name:
 // its Environment= settings (drop-ins included), the variables its
 // EnvironmentFile= files set, and the service manager's own environment

@@ -135,6 +135,123 @@ func TestLackingSecrets(t *testing.T) {
 	}
 }
 
+// TestLackingSettings: an API URL that comes only from the shell's
+// environment is lacking unless the unit's environment sets it or
+// config.toml gives the service the same value. Without it the service
+// would talk to another server (api.openai.com instead of a local model)
+// and send it the chat.
+func TestLackingSettings(t *testing.T) {
+	const (
+		tgToken = "[telegram]\ntoken = \"123456:AAcfgTOKENsecret0001\"\n"
+		dcToken = "[discord]\ntoken = \"abc.def.ghi\"\n"
+		local   = "http://127.0.0.1:8081"
+		other   = "http://127.0.0.1:9999"
+	)
+	anthropic := "[agent]\nprovider = \"anthropic\"\n"
+	openai := "[agent]\nprovider = \"openai\"\n"
+	tests := []struct {
+		name     string
+		config   string
+		shell    map[string]string
+		unit     []string // names the unit's environment sets
+		unread   bool
+		want     []string
+		wantLoad bool // the config does not load
+	}{
+		{name: "Telegram API URL only in the shell", config: tgToken,
+			shell: map[string]string{config.EnvTelegramAPIURL: local}, want: []string{config.EnvTelegramAPIURL}},
+		{name: "Discord API URL only in the shell", config: dcToken,
+			shell: map[string]string{config.EnvDiscordAPIURL: local}, want: []string{config.EnvDiscordAPIURL}},
+		{name: "Anthropic base URL only in the shell", config: anthropic,
+			shell: map[string]string{config.EnvAnthropicBaseURL: local}, want: []string{config.EnvAnthropicBaseURL}},
+		{name: "OpenAI base URL only in the shell", config: openai,
+			shell: map[string]string{config.EnvOpenAIBaseURL: local + "/v1"}, want: []string{config.EnvOpenAIBaseURL}},
+		{name: "all only in the shell", config: tgToken + dcToken + openai,
+			shell: map[string]string{config.EnvTelegramAPIURL: local, config.EnvDiscordAPIURL: local, config.EnvOpenAIBaseURL: local},
+			want:  []string{config.EnvTelegramAPIURL, config.EnvDiscordAPIURL, config.EnvOpenAIBaseURL}},
+		{name: "the token from the shell too", shell: map[string]string{config.EnvTelegramToken: "123456:AAenvTOKENsecret0001",
+			config.EnvTelegramAPIURL: local}, want: []string{config.EnvTelegramAPIURL}},
+		{name: "unit sets the Telegram API URL", config: tgToken,
+			shell: map[string]string{config.EnvTelegramAPIURL: local}, unit: []string{config.EnvTelegramAPIURL}},
+		{name: "unit sets the OpenAI base URL", config: openai,
+			shell: map[string]string{config.EnvOpenAIBaseURL: local}, unit: []string{config.EnvOpenAIBaseURL}},
+		{name: "an env file that cannot be read may set it", config: openai,
+			shell: map[string]string{config.EnvOpenAIBaseURL: local}, unread: true},
+		{name: "config.toml sets base_url, which wins", config: openai + "base_url = \"" + other + "\"\n",
+			shell: map[string]string{config.EnvOpenAIBaseURL: local}},
+		{name: "config.toml sets the same api_url", config: tgToken + "api_url = \"" + local + "\"\n",
+			shell: map[string]string{config.EnvTelegramAPIURL: local}},
+		{name: "config.toml sets another api_url, which the shell overrides", config: tgToken + "api_url = \"" + other + "\"\n",
+			shell: map[string]string{config.EnvTelegramAPIURL: local}, want: []string{config.EnvTelegramAPIURL}},
+		{name: "config.toml sets the same Discord api_url", config: dcToken + "api_url = \"" + local + "\"\n",
+			shell: map[string]string{config.EnvDiscordAPIURL: local}},
+		{name: "Telegram is off", shell: map[string]string{config.EnvTelegramAPIURL: local}},
+		{name: "Discord is off", config: tgToken, shell: map[string]string{config.EnvDiscordAPIURL: local}},
+		{name: "base URL of a provider not chosen", config: anthropic, shell: map[string]string{config.EnvOpenAIBaseURL: local}},
+		{name: "no provider", shell: map[string]string{config.EnvOpenAIBaseURL: local, config.EnvAnthropicBaseURL: local}},
+		{name: "nothing from the shell", config: tgToken + openai},
+		{name: "config does not load", config: "[agent\n", shell: map[string]string{config.EnvOpenAIBaseURL: local}, wantLoad: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			home := t.TempDir()
+			if tt.config != "" {
+				writeTestFile(t, filepath.Join(home, config.ConfigFile), tt.config)
+			}
+			env := UnitEnv{names: map[string]bool{}}
+			for _, n := range tt.unit {
+				env.names[n] = true
+			}
+			if tt.unread {
+				env.Unread = []string{"/etc/latch.env"}
+			}
+			lacking, err := LackingSettings(home, func(k string) string { return tt.shell[k] }, env)
+			if (err != nil) != tt.wantLoad {
+				t.Fatalf("error %v, want one: %v", err, tt.wantLoad)
+			}
+			var got []string
+			for _, s := range lacking {
+				got = append(got, s.Var)
+				if s.What == "" || !strings.HasSuffix(s.Key, "_url") {
+					t.Errorf("%s: what %q, config key %q", s.Var, s.What, s.Key)
+				}
+			}
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("lacking %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestEnvSettingsCoverLoader: every variable config.Loader reads is a
+// secret, an API URL, or LATCH_HOME (which the unit sets). A variable
+// added to config without being added here fails this test: found by
+// loading with a getenv that records what it is asked.
+func TestEnvSettingsCoverLoader(t *testing.T) {
+	known := map[string]bool{config.EnvHome: true, config.EnvTelegramToken: true, config.EnvDiscordToken: true,
+		config.EnvAnthropicAPIKey: true, config.EnvOpenAIAPIKey: true}
+	for _, v := range EnvSettingVars() {
+		known[v] = true
+	}
+	for _, provider := range []string{"anthropic", "openai", "none"} {
+		home := t.TempDir()
+		writeTestFile(t, filepath.Join(home, config.ConfigFile), "[agent]\nprovider = \""+provider+"\"\n")
+		asked := map[string]bool{}
+		l := config.Loader{Getenv: func(k string) string { asked[k] = true; return "" }}
+		if _, err := l.HomeDir(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := l.Load(home); err != nil {
+			t.Fatal(err)
+		}
+		for k := range asked {
+			if !known[k] {
+				t.Errorf("provider %s: config reads %s, which neither EnvSecrets nor envSettings knows", provider, k)
+			}
+		}
+	}
+}
+
 func writeTestFile(t *testing.T, path, text string) {
 	t.Helper()
 	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {

@@ -87,7 +87,7 @@ func doctorEnv(t *testing.T, token string) (home, unitDir string, fake *fakeMach
 	fake = &fakeMachine{out: map[string]string{
 		"systemctl --user is-enabled latch.service": "enabled\n",
 		"loginctl show-user alice -p Linger":        "Linger=yes\n",
-		showEnv:                                     "Environment=LATCH_HOME=" + home + " LATCH_TELEGRAM_TOKEN=in-a-drop-in OPENAI_API_KEY=in-a-drop-in\n",
+		showEnv:                                     "Environment=LATCH_HOME=" + home + " LATCH_TELEGRAM_TOKEN=in-a-drop-in LATCH_TELEGRAM_API_URL=in-a-drop-in OPENAI_API_KEY=in-a-drop-in\n",
 	}}
 	return home, unitDir, fake, tg
 }

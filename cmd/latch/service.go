@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode"
@@ -69,9 +70,10 @@ func newServiceInstallCmd(deps serviceDeps) *cobra.Command {
 			"/etc/systemd/system that runs as NAME (needs root). --harden adds a sandbox;\n" +
 			"read what it costs before you use it.\n\n" +
 			"A service does not inherit your shell's environment: install refuses when the\n" +
-			"bot token or the API key comes only from an environment variable the service\n" +
-			"will not have, and says how to give it one. A user service gets this shell's\n" +
-			"PATH, so the commands the chat runs find what you find (--path to choose).",
+			"bot token, the API key or an API URL (LATCH_TELEGRAM_API_URL, OPENAI_BASE_URL\n" +
+			"and the like) comes only from an environment variable the service will not\n" +
+			"have, and says how to give it one. A user service gets this shell's PATH, so\n" +
+			"the commands the chat runs find what you find (--path to choose).",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			fl.searchPathSet = cmd.Flags().Changed("path")
@@ -85,7 +87,7 @@ func newServiceInstallCmd(deps serviceDeps) *cobra.Command {
 	f.BoolVar(&fl.printOnly, "print", false, "print the unit and change nothing")
 	f.BoolVar(&fl.harden, "harden", false, "add systemd sandboxing (the agent can no longer use sudo; /usr and /etc become read-only)")
 	f.StringVar(&fl.searchPath, "path", "", "PATH for latch and the commands it runs (default: this shell's for a user service, systemd's for a system service; --path= for systemd's)")
-	f.BoolVar(&fl.allowMissingEnv, "allow-missing-env", false, "install and start even though the service will lack a token or API key that only this shell's environment has")
+	f.BoolVar(&fl.allowMissingEnv, "allow-missing-env", false, "install and start even though the service will lack a token, API key or API URL that only this shell's environment has")
 	return cmd
 }
 
@@ -143,31 +145,38 @@ func runServiceInstall(cmd *cobra.Command, deps serviceDeps, fl installFlags) er
 // checkServiceEnv loads the config as the service will, with only the
 // environment systemd gives it, and refuses (unless --no-start or
 // --allow-missing-env, which only warn) when a token or API key would be
-// missing: the service would start and report itself ready without the
-// gateway or the model, and latch pair would then fail with "unknown
-// gateway". A system service that runs as someone else is not checked: its
-// config is theirs to read.
+// missing, or an API URL would differ. Without a token or key the service
+// would start and report itself ready without the gateway or the model,
+// and latch pair would then fail with "unknown gateway". Without an API
+// URL it would be worse: it would send the chat, and the token or key with
+// it, to another server than the one this shell names (api.openai.com
+// instead of a local model). A system service that runs as someone else is
+// not checked: its config is theirs to read.
 func checkServiceEnv(ctx context.Context, m *service.Manager, errOut io.Writer, home string, fl installFlags) error {
 	if fl.system && !runsAsMe(fl.userName) {
 		return nil
 	}
 	env, err := m.Environment(ctx)
 	if err != nil {
-		fmt.Fprintf(errOut, "latch: warning: could not ask systemd which environment latch.service gets, so the token and API key were not checked: %v\n", err)
+		fmt.Fprintf(errOut, "latch: warning: could not ask systemd which environment latch.service gets, so the tokens, API key and API URLs were not checked: %v\n", err)
 		return nil
 	}
 	for _, f := range env.Unread {
-		fmt.Fprintf(errOut, "latch: warning: cannot read %s, an EnvironmentFile of latch.service, so the token and API key were not checked\n", f)
+		fmt.Fprintf(errOut, "latch: warning: cannot read %s, an EnvironmentFile of latch.service, so the tokens, API key and API URLs were not checked\n", f)
 	}
-	lacking, err := service.LackingSecrets(home, os.Getenv, env)
+	secrets, err := service.LackingSecrets(home, os.Getenv, env)
+	var settings []service.EnvSetting
+	if err == nil {
+		settings, err = service.LackingSettings(home, os.Getenv, env)
+	}
 	if err != nil {
 		fmt.Fprintf(errOut, "latch: warning: the config does not load: %v\n(latch doctor says how to fix it; the service cannot start until then)\n", err)
 		return nil
 	}
-	if len(lacking) == 0 {
+	if len(secrets) == 0 && len(settings) == 0 {
 		return nil
 	}
-	advice := envAdvice(lacking, home, fl)
+	advice := envAdvice(secrets, settings, home, fl)
 	if fl.noStart || fl.allowMissingEnv {
 		fmt.Fprintf(errOut, "latch: warning: %s\n", advice)
 		return nil
@@ -175,27 +184,45 @@ func checkServiceEnv(ctx context.Context, m *service.Manager, errOut io.Writer, 
 	return fmt.Errorf("%s\nTo install and start it anyway, without them: %s --allow-missing-env", advice, installCommand(fl))
 }
 
-// envAdvice says which secrets the service will lack and the two ways to
-// give them to it.
-func envAdvice(lacking []service.EnvSecret, home string, fl installFlags) string {
-	var vars, whats []string
-	for _, s := range lacking {
-		vars, whats = append(vars, s.Var), append(whats, s.What)
-	}
-	comes := "comes"
-	if len(vars) > 1 {
-		comes = "come"
-	}
+// envAdvice says which secrets the service will lack and which API URLs
+// it will not share with this shell, and the two ways to give it them. It
+// names variables, never their values: a URL may carry a credential too.
+func envAdvice(secrets []service.EnvSecret, settings []service.EnvSetting, home string, fl installFlags) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "latch.service would run without %s: %s %s only from this shell's environment, "+
-		"which a service does not inherit.\nGive the service what it needs in one of two ways, then run %s again:\n",
-		strings.Join(whats, " and "), strings.Join(vars, " and "), comes, installCommand(fl))
-	b.WriteString("  1. a file only you can read, named in " + filepath.Join(home, config.ConfigFile) + ":\n")
-	for _, s := range lacking {
+	var vars []string
+	if len(secrets) > 0 {
+		var whats, names []string
+		for _, s := range secrets {
+			names, whats = append(names, s.Var), append(whats, s.What)
+		}
+		vars = append(vars, names...)
+		fmt.Fprintf(&b, "latch.service would run without %s: %s %s only from this shell's environment, "+
+			"which a service does not inherit.\n", strings.Join(whats, " and "), strings.Join(names, " and "), comeVerb(names))
+	}
+	if len(settings) > 0 {
+		var whats, names []string
+		for _, s := range settings {
+			names = append(names, s.Var)
+			if !slices.Contains(whats, s.What) {
+				whats = append(whats, s.What)
+			}
+		}
+		vars = append(vars, names...)
+		fmt.Fprintf(&b, "latch.service would run without this shell's %s: %s %s only from this shell's environment, "+
+			"which a service does not inherit, so the service would send the chat, with the token or key, "+
+			"to the server config.toml or the default names instead.\n", strings.Join(whats, " and "), strings.Join(names, " and "), comeVerb(names))
+	}
+	fmt.Fprintf(&b, "Give the service what it needs in one of two ways, then run %s again:\n", installCommand(fl))
+	b.WriteString("  1. in " + filepath.Join(home, config.ConfigFile) + ":\n")
+	for _, s := range secrets {
 		file := filepath.Join(home, secretFileName(s.Var))
 		table, key, _ := strings.Cut(s.FileKey, " ")
-		fmt.Fprintf(&b, "       (umask 077; printenv %s > %s)\n", s.Var, shellQuote(file))
+		fmt.Fprintf(&b, "       a file only you can read: (umask 077; printenv %s > %s)\n", s.Var, shellQuote(file))
 		fmt.Fprintf(&b, "       and under %s: %s = %q\n", table, key, file)
+	}
+	for _, s := range settings {
+		table, key, _ := strings.Cut(s.Key, " ")
+		fmt.Fprintf(&b, "       under %s: %s = the URL that printenv %s prints\n", table, key, s.Var)
 	}
 	envFile := filepath.Join(home, "service.env")
 	systemctl := "systemctl --user"
@@ -203,12 +230,20 @@ func envAdvice(lacking []service.EnvSecret, home string, fl installFlags) string
 		systemctl = "sudo systemctl"
 	}
 	b.WriteString("  2. an environment file for the service:\n")
-	for _, s := range lacking {
-		fmt.Fprintf(&b, "       (umask 077; printenv | grep '^%s=' >> %s)\n", s.Var, shellQuote(envFile))
+	for _, v := range vars {
+		fmt.Fprintf(&b, "       (umask 077; printenv | grep '^%s=' >> %s)\n", v, shellQuote(envFile))
 	}
 	fmt.Fprintf(&b, "       %s --no-start\n", installCommand(fl))
 	fmt.Fprintf(&b, "       %s edit %s   and add: [Service] EnvironmentFile=%s", systemctl, service.UnitName, strings.ReplaceAll(envFile, "%", "%%"))
 	return b.String()
+}
+
+// comeVerb agrees "come" with a list of variables.
+func comeVerb(vars []string) string {
+	if len(vars) > 1 {
+		return "come"
+	}
+	return "comes"
 }
 
 // secretFileName is where envAdvice suggests keeping the secret of v.

@@ -78,7 +78,8 @@ func serviceTestEnv(t *testing.T) (unitDir, home string) {
 	t.Setenv("LATCH_HOME", home)
 	t.Setenv("USER", "alice")
 	t.Setenv("PATH", testPATH)
-	for _, v := range []string{config.EnvTelegramToken, config.EnvDiscordToken, config.EnvAnthropicAPIKey, config.EnvOpenAIAPIKey} {
+	for _, v := range []string{config.EnvTelegramToken, config.EnvDiscordToken, config.EnvAnthropicAPIKey, config.EnvOpenAIAPIKey,
+		config.EnvTelegramAPIURL, config.EnvDiscordAPIURL, config.EnvAnthropicBaseURL, config.EnvOpenAIBaseURL} {
 		t.Setenv(v, "")
 	}
 	return filepath.Join(cfg, "systemd", "user"), home
@@ -350,6 +351,129 @@ func TestServiceInstallEnvOnlySecrets(t *testing.T) {
 			}
 			for _, v := range tt.warned {
 				if !strings.Contains(errOut, "warning: latch.service would run without") || !strings.Contains(errOut, v) {
+					t.Errorf("no warning naming %s:\n%s", v, errOut)
+				}
+			}
+		})
+	}
+}
+
+// TestServiceInstallEnvOnlyAPIURLs: an API URL that only the shell's
+// environment has (a local Bot API server, a local model) would not reach
+// the service, which would then send the chat, and the token or key, to
+// the default server instead. install refuses as for a lacking secret,
+// unless the unit's environment or config.toml gives the service the same
+// setting; --no-start and --allow-missing-env only warn. The URLs are
+// never printed: they may carry a credential.
+func TestServiceInstallEnvOnlyAPIURLs(t *testing.T) {
+	const (
+		token     = "123456:AAserviceTOKENsecret01"
+		secretDir = "SECRETpathPART"
+		url       = "http://127.0.0.1:8081/" + secretDir
+		tgConfig  = "[telegram]\ntoken = \"" + token + "\"\n"
+		dcConfig  = "[discord]\ntoken = \"abc.def.ghi\"\n"
+	)
+	anthropic := "[agent]\nprovider = \"anthropic\"\napi_key = \"sk-ant-cfgKEYsecret-0001\"\n"
+	openai := "[agent]\nprovider = \"openai\"\n"
+	tests := []struct {
+		name    string
+		config  string
+		env     map[string]string
+		unitEnv map[string]string // what systemctl show prints
+		flags   []string
+		refused bool
+		warned  []string // the variables the warning or refusal names
+		keys    []string // the config.toml settings the advice names
+	}{
+		{name: "Telegram API URL only in the shell", config: tgConfig, env: map[string]string{config.EnvTelegramAPIURL: url},
+			refused: true, warned: []string{config.EnvTelegramAPIURL}, keys: []string{"api_url"}},
+		{name: "Discord API URL only in the shell", config: dcConfig, env: map[string]string{config.EnvDiscordAPIURL: url},
+			refused: true, warned: []string{config.EnvDiscordAPIURL}, keys: []string{"api_url"}},
+		{name: "Anthropic base URL only in the shell", config: anthropic, env: map[string]string{config.EnvAnthropicBaseURL: url},
+			refused: true, warned: []string{config.EnvAnthropicBaseURL}, keys: []string{"base_url"}},
+		{name: "OpenAI base URL only in the shell", config: openai, env: map[string]string{config.EnvOpenAIBaseURL: url},
+			refused: true, warned: []string{config.EnvOpenAIBaseURL}, keys: []string{"base_url"}},
+		{name: "a token and a URL only in the shell", config: openai,
+			env:     map[string]string{config.EnvTelegramToken: token, config.EnvTelegramAPIURL: url, config.EnvOpenAIBaseURL: url},
+			refused: true, warned: []string{config.EnvTelegramToken, config.EnvTelegramAPIURL, config.EnvOpenAIBaseURL},
+			keys: []string{"token_file", "api_url", "base_url"}},
+		{name: "--allow-missing-env", config: openai, env: map[string]string{config.EnvOpenAIBaseURL: url},
+			flags: []string{"--allow-missing-env"}, warned: []string{config.EnvOpenAIBaseURL}},
+		{name: "--no-start", config: tgConfig, env: map[string]string{config.EnvTelegramAPIURL: url},
+			flags: []string{"--no-start"}, warned: []string{config.EnvTelegramAPIURL}},
+		{name: "a drop-in sets it", config: openai, env: map[string]string{config.EnvOpenAIBaseURL: url},
+			unitEnv: map[string]string{showEnv: "Environment=LATCH_HOME=/x " + config.EnvOpenAIBaseURL + "=from-drop-in\n"}},
+		{name: "an environment file sets it", config: dcConfig, env: map[string]string{config.EnvDiscordAPIURL: url},
+			unitEnv: map[string]string{showEnv: "EnvironmentFiles=ENVFILE (ignore_errors=no)\n"}},
+		{name: "the user manager has it", config: tgConfig, env: map[string]string{config.EnvTelegramAPIURL: url},
+			unitEnv: map[string]string{showManager: config.EnvTelegramAPIURL + "=imported\n"}},
+		{name: "config.toml sets base_url, which wins", config: openai + "base_url = \"http://127.0.0.1:11434/v1\"\n",
+			env: map[string]string{config.EnvOpenAIBaseURL: url}},
+		{name: "config.toml sets the same api_url", config: tgConfig + "api_url = \"" + url + "\"\n",
+			env: map[string]string{config.EnvTelegramAPIURL: url}},
+		{name: "the gateway is off", env: map[string]string{config.EnvTelegramAPIURL: url, config.EnvDiscordAPIURL: url}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			unitDir, home := serviceTestEnv(t)
+			if err := os.MkdirAll(home, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			if tt.config != "" {
+				writeDoctorConfig(t, home, tt.config)
+			}
+			envFile := filepath.Join(home, "service.env")
+			if err := os.WriteFile(envFile, []byte(config.EnvDiscordAPIURL+"=x\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			for k, v := range tt.env {
+				t.Setenv(k, v)
+			}
+			unitEnv := map[string]string{}
+			for k, v := range tt.unitEnv {
+				unitEnv[k] = strings.ReplaceAll(v, "ENVFILE", envFile)
+			}
+			fake := stopped(unitEnv)
+			out, errOut, err := serviceCLI(t, fake, installedBinary, append([]string{"service", "install"}, tt.flags...)...)
+			all := out + errOut + fmt.Sprint(err)
+			assertNoSecrets(t, all)
+			for _, s := range []string{token, secretDir, "127.0.0.1:8081"} {
+				if strings.Contains(all, s) {
+					t.Errorf("output shows the value %q:\n%s", s, all)
+				}
+			}
+			_, statErr := os.Stat(filepath.Join(unitDir, service.UnitName))
+			if tt.refused {
+				if err == nil {
+					t.Fatalf("install succeeded; want a refusal\n%s", out)
+				}
+				if !slices.Equal(fake.ran, []string{showEnv, showManager}) || statErr == nil {
+					t.Errorf("a refused install changed something: ran %q, unit file: %v", fake.ran, statErr)
+				}
+				for _, want := range append([]string{"EnvironmentFile=" + envFile, "systemctl --user edit latch.service",
+					"latch service install --no-start", "--allow-missing-env"}, tt.keys...) {
+					if !strings.Contains(err.Error(), want) {
+						t.Errorf("refusal lacks %q:\n%v", want, err)
+					}
+				}
+				for _, v := range tt.warned {
+					if !strings.Contains(err.Error(), "printenv | grep '^"+v+"='") {
+						t.Errorf("refusal does not name %s:\n%v", v, err)
+					}
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("install: %v\n%s", err, errOut)
+			}
+			if statErr != nil {
+				t.Errorf("no unit written: %v", statErr)
+			}
+			if len(tt.warned) == 0 && strings.Contains(errOut, "would run without") {
+				t.Errorf("a warning although the service gets everything:\n%s", errOut)
+			}
+			for _, v := range tt.warned {
+				if !strings.Contains(errOut, "warning: latch.service would run without this shell's") || !strings.Contains(errOut, v) {
 					t.Errorf("no warning naming %s:\n%s", v, errOut)
 				}
 			}
