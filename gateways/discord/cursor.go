@@ -16,15 +16,19 @@ const maxTracked = 8
 // asks for the messages after it.
 //
 // Which channel is the latched one is the Hub's business, not the
-// adapter's; but the Hub answers only that chat and pairing attempts, and
-// runs agent turns (RenderTurn) only in that chat. So a channel latch sent
-// to is "answered", one a turn was rendered in is the owner's, and when
-// the list is full the owner's channels go last, answered ones before
-// them, the others first: strangers who were told their code was wrong
-// can never push the latched chat out, which would lose what its owner
-// sends while latch is down.
+// adapter's; but the Hub answers only that chat and pairing attempts, runs
+// agent turns (RenderTurn) only in that chat, and sends gateways.MsgPaired
+// only to the chat it has just latched. So a channel latch sent to is
+// "answered", one told it is paired or one a turn was rendered in is the
+// owner's, and when the list is full the owner's channels go last,
+// answered ones before them, the others first: strangers who were told
+// their code was wrong can never push the latched chat out, which would
+// lose what its owner sends while latch is down.
 type cursor struct {
 	Channels []mark `json:"channels"`
+	// dropped are the channels advance let go of to make room since the
+	// cursor was cloned, as they stood then (not stored).
+	dropped []mark
 }
 
 type mark struct {
@@ -32,7 +36,7 @@ type mark struct {
 	Last     string `json:"last"`            // snowflake of the last message handled
 	Guild    string `json:"guild,omitempty"` // guild id; "" for a DM
 	Answered bool   `json:"answered,omitempty"`
-	Owner    bool   `json:"owner,omitempty"` // a turn was rendered here
+	Owner    bool   `json:"owner,omitempty"` // latched here, or a turn was rendered here
 	last     uint64
 }
 
@@ -126,18 +130,56 @@ func (c *cursor) evict() {
 			victim = i
 		}
 	}
+	c.dropped = append(c.dropped, c.Channels[victim])
 	c.Channels = slices.Delete(c.Channels, victim, victim+1)
 }
 
-// markAnswered flags the channels latch sent to (the keys of channels),
-// and as the owner's those whose value is true.
-func (c *cursor) markAnswered(channels map[string]bool) {
-	for i := range c.Channels {
-		if owner, ok := channels[c.Channels[i].ID]; ok {
+// reply is what latch's sending to a channel says about it (see cursor).
+type reply struct {
+	owner bool // it is the latched chat
+	// since is the message (or /pair command) that latched it; 0 when
+	// the reply was not the answer to it.
+	since uint64
+}
+
+// markAnswered flags the channels latch sent to (the keys of channels), as
+// the owner's those whose reply says so. A channel that was just latched
+// (since) moves past the message that latched it: what its chat sent
+// before was not the owner's, and a backfill must not hand it in as theirs
+// now. Should the cursor not have an owner's channel — a /pair command is
+// not a message, so nothing put it there; or strangers pushed it out
+// before the Hub's answer or the turn came — it comes back where it stood
+// when it went (as dropped says, or else gone, for channels dropped before
+// the cursor was cloned), or else just past the message that latched it:
+// a backfill then fetches what the owner sent after that, and nothing
+// latch handled already.
+func (c *cursor) markAnswered(channels map[string]reply, gone func(channel string) (mark, bool)) {
+	for id, a := range channels {
+		switch {
+		case c.last(id) != 0:
+			if a.since > 0 {
+				c.advance(id, "", a.since) // never moves back
+			}
+		case a.owner:
+			if m, ok := c.stood(id, gone); ok || a.since > 0 {
+				c.advance(id, m.Guild, max(a.since, m.last))
+			}
+		}
+		if i := slices.IndexFunc(c.Channels, func(m mark) bool { return m.ID == id }); i >= 0 {
 			c.Channels[i].Answered = true
-			c.Channels[i].Owner = c.Channels[i].Owner || owner
+			c.Channels[i].Owner = c.Channels[i].Owner || a.owner
 		}
 	}
+}
+
+// stood returns where a channel stood when it was last dropped.
+func (c *cursor) stood(channel string, gone func(string) (mark, bool)) (mark, bool) {
+	for _, m := range slices.Backward(c.dropped) {
+		if m.ID == channel {
+			return m, true
+		}
+	}
+	return gone(channel)
 }
 
 // forget drops a channel (it is gone or latch lost access to it).

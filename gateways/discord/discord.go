@@ -123,7 +123,7 @@ type Gateway struct {
 	appID    string // the application's id, from READY
 	info     gateways.Info
 	readies  int                     // READY events seen: the first is Start's
-	answered map[string]bool         // channels sent to since the cursor last noted them; true: the owner's (markOwner)
+	answered map[string]reply        // channels sent to since the cursor last noted them (cursor.markAnswered)
 	pairs    map[string]*pendingPair // /pair uses waiting for the Hub's reply, by interaction id
 	texts    textMemory              // content of recent messages with buttons
 	typing   *typing.Gate            // leaves out "typing…" while the last one shows
@@ -173,7 +173,7 @@ func New(cfg Config, log *slog.Logger) *Gateway {
 		edits:    newEditPacer(cfg.EditInterval),
 		timing:   defaultTiming,
 		pairWait: pairAnswerWait,
-		answered: map[string]bool{},
+		answered: map[string]reply{},
 		pairs:    map[string]*pendingPair{},
 	}
 	g.download = &http.Client{Transport: transport, CheckRedirect: g.checkDownloadRedirect}

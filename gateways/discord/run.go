@@ -28,11 +28,13 @@ const (
 )
 
 // event is what the gateway's handlers queue for Run: a READY (a new
-// session: backfill), a message or a button press.
+// session: backfill), a message or a button press; or, from Send, word
+// that a channel was latched (markLatched), for the cursor to store.
 type event struct {
-	ready bool
-	msg   *discordgo.Message
-	inter *discordgo.Interaction
+	ready   bool
+	latched bool
+	msg     *discordgo.Message
+	inter   *discordgo.Interaction
 }
 
 // eventQueue hands events from discordgo's reading goroutine to Run
@@ -163,7 +165,17 @@ type runner struct {
 	sink   gateways.Sink
 	cur    cursor
 	recent []string // ids of recent interactions
+	// gone remembers where the channels the cursor let go of stood then,
+	// so that one latched after it went comes back where it was (see
+	// cursor.markAnswered). At most maxGone.
+	gone map[string]mark
 }
+
+// maxGone bounds runner.gone. Only the latched chat is ever looked up, and
+// only if strangers pushed it out between its pairing attempt and the
+// Hub's answer: more than maxGone channels dropped in that moment would
+// make a backfill fetch again what the owner sent in it.
+const maxGone = 1024
 
 // loadCursor reads the stored cursor, retrying store errors. It returns
 // false when ctx ended first.
@@ -223,8 +235,11 @@ func (r *runner) live(ctx context.Context, evs []event) {
 	}
 	next := r.cur.clone()
 	var msgs []gateways.Message
+	latched := false
 	for _, e := range evs {
 		switch {
+		case e.latched:
+			latched = true
 		case e.msg != nil:
 			id, ok := snowflake(e.msg.ID)
 			if !ok {
@@ -251,7 +266,9 @@ func (r *runner) live(ctx context.Context, evs []event) {
 			}
 		}
 	}
-	if len(msgs) > 0 {
+	// A latched channel is stored in the cursor at once, with or without
+	// messages: a restart before the next batch must not lose its mark.
+	if len(msgs) > 0 || latched {
 		r.ingest(ctx, next, msgs)
 	}
 }
@@ -267,11 +284,13 @@ func (r *runner) interaction(i *discordgo.Interaction) (gateways.Message, bool) 
 // ingest stores msgs with the cursor next, retrying the same batch until
 // the sink takes it or ctx ends. Only then does the cursor move.
 func (r *runner) ingest(ctx context.Context, next cursor, msgs []gateways.Message) bool {
-	next.markAnswered(r.g.takeAnswered())
+	next.markAnswered(r.g.takeAnswered(), r.wentFrom)
 	bo := r.g.newBackoff()
 	for {
 		err := r.sink.Ingest(ctx, gatewayName, next.encode(), msgs)
 		if err == nil {
+			r.noteGone(next)
+			next.dropped = nil
 			r.cur = next
 			return true
 		}
@@ -284,6 +303,36 @@ func (r *runner) ingest(ctx context.Context, next cursor, msgs []gateways.Messag
 		if !retry.Sleep(ctx, d) {
 			return false
 		}
+	}
+}
+
+// wentFrom returns where a channel stood when the cursor let go of it
+// (cursor.markAnswered).
+func (r *runner) wentFrom(channel string) (mark, bool) {
+	m, ok := r.gone[channel]
+	return m, ok
+}
+
+// noteGone remembers the channels a stored cursor let go of; when maxGone
+// are remembered, the one that went quiet first makes room.
+func (r *runner) noteGone(next cursor) {
+	if r.gone == nil {
+		r.gone = map[string]mark{}
+	}
+	for _, m := range next.dropped {
+		if len(r.gone) >= maxGone {
+			oldest := ""
+			for id, o := range r.gone {
+				if oldest == "" || o.last < r.gone[oldest].last {
+					oldest = id
+				}
+			}
+			delete(r.gone, oldest)
+		}
+		r.gone[m.ID] = m
+	}
+	for _, m := range next.Channels {
+		delete(r.gone, m.ID)
 	}
 }
 
@@ -423,28 +472,40 @@ func cmpUint(a, b uint64) int {
 
 // markAnswered notes that latch sent to a channel; the cursor keeps such
 // channels over the others.
-func (g *Gateway) markAnswered(channel string) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if _, ok := g.answered[channel]; !ok && len(g.answered) < maxQueue {
-		g.answered[channel] = false
-	}
-}
+func (g *Gateway) markAnswered(channel string) { g.noteAnswer(channel, reply{}) }
 
 // markOwner notes that a turn is rendered in a channel: the latched chat,
 // which the cursor keeps longest.
-func (g *Gateway) markOwner(channel string) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if _, ok := g.answered[channel]; ok || len(g.answered) < maxQueue {
-		g.answered[channel] = true
-	}
+func (g *Gateway) markOwner(channel string) { g.noteAnswer(channel, reply{owner: true}) }
+
+// markLatched notes that the Hub told a channel it is now paired, in
+// answer to message since (0: unknown): it is the latched chat. Run is
+// told at once, so the cursor has the channel, as the owner's, before any
+// stranger's message can push it out, and stores it even if nothing else
+// comes.
+func (g *Gateway) markLatched(channel string, since uint64) {
+	g.noteAnswer(channel, reply{owner: true, since: since})
+	g.queue.push(event{latched: true})
 }
 
-func (g *Gateway) takeAnswered() map[string]bool {
+// noteAnswer merges a into what is noted for channel. Past maxQueue
+// channels only the owner's are noted: the Hub latches one chat at a time,
+// so those stay few, whereas a flood of strangers' channels must not grow
+// the map.
+func (g *Gateway) noteAnswer(channel string, a reply) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	old, ok := g.answered[channel]
+	if !ok && !a.owner && len(g.answered) >= maxQueue {
+		return
+	}
+	g.answered[channel] = reply{owner: old.owner || a.owner, since: max(old.since, a.since)}
+}
+
+func (g *Gateway) takeAnswered() map[string]reply {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	a := g.answered
-	g.answered = map[string]bool{}
+	g.answered = map[string]reply{}
 	return a
 }

@@ -29,8 +29,17 @@ func (g *Gateway) Send(ctx context.Context, chatID string, r gateways.Reply) (st
 	if _, ok := snowflake(chatID); !ok {
 		return "", fmt.Errorf("discord: invalid channel id %q", chatID)
 	}
-	if _, ok := snowflake(r.ReplyTo); r.ReplyTo != "" && !ok {
+	replyTo, ok := snowflake(r.ReplyTo)
+	if r.ReplyTo != "" && !ok {
 		return "", fmt.Errorf("discord: invalid reply-to message id %q", r.ReplyTo)
+	}
+	if r.Text == gateways.MsgPaired {
+		// The Hub sends this only to the chat it has just latched, in
+		// answer to the message that latched it: nobody without a valid
+		// code can make it go to their channel (a stranger hears
+		// MsgPairFailed or nothing). Noted before sending, since the
+		// chat is latched whether or not the answer arrives.
+		g.markLatched(chatID, replyTo)
 	}
 	if p := g.takePair(chatID, r.ReplyTo); p != nil {
 		id, err := g.answerPair(ctx, s, p, r)
