@@ -180,7 +180,7 @@ func (a *Agent) TurnWith(ctx context.Context, key SessionKey, text string, ev Ev
 	// step's, nor an old decision apply to it.
 	s.repair()
 	s.closeTurn(noteRestart)
-	s.Running, s.Waiting, s.Results = nil, nil, nil
+	s.endStep()
 	s.Messages = append(s.Messages, provider.Message{Role: provider.RoleUser,
 		Content: []provider.Block{{Type: provider.BlockText, Text: text}}})
 	if h.Started != nil {
@@ -395,7 +395,7 @@ func (a *Agent) runTools(ctx context.Context, key SessionKey, s *session, uses [
 		results = append(results, r)
 	}
 	s.Messages = append(s.Messages, provider.Message{Role: provider.RoleUser, Content: results})
-	s.Running, s.Waiting, s.Results = nil, nil, nil
+	s.endStep()
 	if err := a.save(key, s); err != nil {
 		return err
 	}

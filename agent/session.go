@@ -37,7 +37,9 @@ type session struct {
 	// Waiting holds the current step's approval requests by tool_use id.
 	Waiting map[string]waitingApproval `json:"waiting,omitempty"`
 	// Results holds the results of the current step's calls that ended,
-	// in the order they did, until the step's results are appended.
+	// in the order they did, until the step's results are appended. The
+	// store keeps them one record each (see saveResults), not in the meta
+	// record.
 	Results []provider.Block `json:"results,omitempty"`
 
 	gen   string // the stored conversation's generation (sessionMeta.Gen)
@@ -45,6 +47,12 @@ type session struct {
 	next  uint64 // the store's next sequence number when last loaded or saved
 	saved int    // Messages[:saved] are stored
 	kept  int    // stored bytes of the kept messages (sessionMeta.Kept)
+	// resultsSaved: Results[:resultsSaved] are stored as result records.
+	resultsSaved int
+	// staleResults: the stored result records are not where Results
+	// starts (the step ended, or an older latch kept them in the meta
+	// record); the next save deletes them and stores Results afresh.
+	staleResults bool
 	// legacy: loaded from the one-value layout of schema 1 (all of it);
 	// the first save converts it.
 	legacy bool
@@ -56,8 +64,9 @@ type sessionMeta struct {
 	Tokens  map[string]int             `json:"tokens,omitempty"`
 	Running []string                   `json:"running,omitempty"`
 	Waiting map[string]waitingApproval `json:"waiting,omitempty"`
-	// Results are the current step's results so far; absent (as in
-	// sessions stored before it existed) means none.
+	// Results are the current step's results as latch stored them before
+	// each had a record of its own (store.AppendSessionResults); read, and
+	// moved to records by the next save, never written.
 	Results []provider.Block `json:"results,omitempty"`
 	// Kept is the size in bytes of the stored messages, so a save knows
 	// when old turns are due to go without reading them.
@@ -144,8 +153,11 @@ func (a *Agent) load(key SessionKey) (*session, error) {
 		if err := json.Unmarshal(info.Meta, &m); err != nil {
 			return fmt.Errorf("meta: %w", err)
 		}
-		s.Started, s.Tokens, s.Running, s.Waiting, s.Results, s.kept, s.gen = m.Started, m.Tokens, m.Running, m.Waiting, m.Results, m.Kept, m.Gen
+		s.Started, s.Tokens, s.Running, s.Waiting, s.kept, s.gen = m.Started, m.Tokens, m.Running, m.Waiting, m.Kept, m.Gen
 		s.next, s.first = info.Next, info.Next
+		if err := s.loadResults(tx, k, m.Results); err != nil {
+			return err
+		}
 		if c, ok := a.cached(key); ok && c.gen == m.Gen && c.next == info.Next && len(c.msgs) > 0 {
 			// Unchanged since this process saved it. The kept tail starts
 			// where trimmed did then; from there trimmed finds where it
@@ -261,7 +273,13 @@ func (a *Agent) saveWith(key SessionKey, s *session, also func(*store.Tx) error)
 			if _, err := tx.ReplaceSession(k, s.metaRecord(kept, gen), all...); err != nil {
 				return err
 			}
+			// That deleted the result records too.
+			if err := s.saveResults(tx, k, true); err != nil {
+				return err
+			}
 		} else if _, err := tx.AppendSession(k, s.metaRecord(kept, gen), fresh...); err != nil {
+			return err
+		} else if err := s.saveResults(tx, k, !found); err != nil {
 			return err
 		}
 		if kept > keepHigh*a.cfg.ContextBudget*bytesPerToken {
@@ -287,6 +305,7 @@ func (a *Agent) saveWith(key SessionKey, s *session, also func(*store.Tx) error)
 		return fmt.Errorf("save session %s: %w", key, err)
 	}
 	s.legacy, s.saved, s.next, s.first, s.kept, s.gen = false, len(s.Messages), next, first, kept, gen
+	s.resultsSaved, s.staleResults = len(s.Results), false
 	if drop > s.first {
 		s.Messages = s.Messages[drop-s.first:]
 		s.saved -= int(drop - s.first)
@@ -297,7 +316,7 @@ func (a *Agent) saveWith(key SessionKey, s *session, also func(*store.Tx) error)
 }
 
 func (s *session) metaRecord(kept int, gen string) []byte {
-	raw, _ := json.Marshal(sessionMeta{Started: s.Started, Tokens: s.Tokens, Running: s.Running, Waiting: s.Waiting, Results: s.Results, Kept: kept, Gen: gen})
+	raw, _ := json.Marshal(sessionMeta{Started: s.Started, Tokens: s.Tokens, Running: s.Running, Waiting: s.Waiting, Kept: kept, Gen: gen})
 	return raw
 }
 
@@ -320,15 +339,6 @@ func (s *session) keepDecisions(meta []byte) {
 			s.Waiting[use] = st
 		}
 	}
-}
-
-// result returns the saved result of the current step's call id.
-func (s *session) result(id string) (provider.Block, bool) {
-	i := slices.IndexFunc(s.Results, func(r provider.Block) bool { return r.ID == id })
-	if i < 0 {
-		return provider.Block{}, false
-	}
-	return s.Results[i], true
 }
 
 func newGen() string { return hex.EncodeToString(binary.BigEndian.AppendUint64(nil, rand.Uint64())) }

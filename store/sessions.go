@@ -16,15 +16,30 @@ import (
 //	log  → nested bucket: message sequence number (big-endian uint64,
 //	       from 1, never reused) → one message (opaque here)
 //
+//	results → nested bucket, only while a step has results: number
+//	       (big-endian uint64, from 1) → nested bucket: r → one result
+//	       of the step running (opaque here)
+//
 // Messages are appended at the end and dropped only from the front, so the
 // kept ones are always a contiguous run of sequence numbers.
+//
+// A step's results are kept apart from the meta record so that saving one
+// writes it alone, not every result before it: a step of many large
+// results (bash keeps 64 KiB, fetch 100 KiB) would otherwise write the
+// square of its output. Each has a bucket of its own because bbolt rewrites
+// a leaf with every value on it, and a leaf holds at least two values
+// however large: in one bucket, each append would write the last few
+// results again. They go when the step ends (ClearSessionResults), and with
+// the conversation.
 //
 // Schema 1 kept a conversation as one JSON value under its key in bucket
 // sessions. Such a value is still read (LegacySession) and is replaced by
 // the layout above on the conversation's first save (ReplaceSession).
 var (
-	keySessionMeta = []byte("meta")
-	keySessionLog  = []byte("log")
+	keySessionMeta    = []byte("meta")
+	keySessionLog     = []byte("log")
+	keySessionResults = []byte("results")
+	keySessionResult  = []byte("r")
 )
 
 // SessionInfo describes a stored conversation.
@@ -135,7 +150,8 @@ func (tx *Tx) AppendSession(key string, meta []byte, msgs ...[]byte) (uint64, er
 }
 
 // ReplaceSession stores key afresh, in either layout before: msgs are
-// numbered from 1 and meta replaces the meta record.
+// numbered from 1, meta replaces the meta record, and stored step results
+// are gone.
 func (tx *Tx) ReplaceSession(key string, meta []byte, msgs ...[]byte) (uint64, error) {
 	if err := tx.DeleteSession(key); err != nil {
 		return 0, err
@@ -163,7 +179,83 @@ func (tx *Tx) DropSessionBefore(key string, seq uint64) error {
 	return nil
 }
 
-// DeleteSession forgets the conversation of key, in either layout.
+// AppendSessionResults adds results after the stored results of key's
+// current step. The conversation must be stored in the current layout
+// (AppendSession or ReplaceSession first, in the same transaction).
+func (tx *Tx) AppendSessionResults(key string, results ...[]byte) error {
+	if len(results) == 0 {
+		return nil
+	}
+	b, _, err := tx.sessionBuckets(key)
+	if err != nil {
+		return err
+	}
+	if b == nil {
+		return fmt.Errorf("session %s: append results: no such conversation", key)
+	}
+	rb, err := b.CreateBucketIfNotExists(keySessionResults)
+	if err != nil {
+		return fmt.Errorf("session %s: %w", key, err)
+	}
+	// Keys only ever grow: full pages waste nothing.
+	rb.FillPercent = 1
+	for _, r := range results {
+		seq, err := rb.NextSequence()
+		if err != nil {
+			return err
+		}
+		one, err := rb.CreateBucket(u64(seq))
+		if err != nil {
+			return fmt.Errorf("session %s: %w", key, err)
+		}
+		if err := one.Put(keySessionResult, r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// SessionResults calls fn with the stored results of key's current step,
+// in the order they were appended, until fn returns false. result is
+// valid only during the call.
+func (tx *Tx) SessionResults(key string, fn func(result []byte) bool) error {
+	b, _, err := tx.sessionBuckets(key)
+	if err != nil || b == nil {
+		return err
+	}
+	rb := b.Bucket(keySessionResults)
+	if rb == nil {
+		return nil
+	}
+	c := rb.Cursor()
+	for k, _ := c.First(); k != nil; k, _ = c.Next() {
+		one := rb.Bucket(k)
+		if one == nil {
+			return fmt.Errorf("session %s: result %d is not a bucket", key, fromU64(k))
+		}
+		if !fn(one.Get(keySessionResult)) {
+			return nil
+		}
+	}
+	return nil
+}
+
+// ClearSessionResults deletes the stored results of key's step; there may
+// be none.
+func (tx *Tx) ClearSessionResults(key string) error {
+	b, _, err := tx.sessionBuckets(key)
+	if err != nil || b == nil {
+		return err
+	}
+	err = b.DeleteBucket(keySessionResults)
+	if errors.Is(err, berrors.ErrBucketNotFound) {
+		return nil
+	}
+	return err
+}
+
+// DeleteSession forgets the conversation of key, in either layout, its
+// step's results with it.
 func (tx *Tx) DeleteSession(key string) error {
 	root, err := tx.bucket(bucketSessions)
 	if err != nil {

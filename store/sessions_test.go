@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 )
 
@@ -38,10 +39,22 @@ func sessionDump(t *testing.T, db *DB, key string) string {
 			return err
 		}
 		fmt.Fprintf(&b, "legacy=%q found=%v meta=%q first=%d next=%d:", legacy, found, info.Meta, info.First, info.Next)
-		return tx.SessionRange(key, 0, func(seq uint64, msg []byte) bool {
+		err = tx.SessionRange(key, 0, func(seq uint64, msg []byte) bool {
 			fmt.Fprintf(&b, " %d=%s", seq, msg)
 			return true
 		})
+		if err != nil {
+			return err
+		}
+		var results []string
+		err = tx.SessionResults(key, func(r []byte) bool {
+			results = append(results, string(r))
+			return true
+		})
+		if results != nil {
+			fmt.Fprintf(&b, " results=%s", strings.Join(results, ","))
+		}
+		return err
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -154,6 +167,7 @@ func putLegacy(t *testing.T, db *DB, key, value string) {
 func TestSessionTxErrorWritesNothing(t *testing.T) {
 	db := openTest(t)
 	appendMsgs(t, db, "telegram/1", "m1", "a", "b", "c")
+	appendResults(t, db, "telegram/1", "r1")
 	putLegacy(t, db, "telegram/2", `{"messages":[1]}`)
 	before1, before2 := sessionDump(t, db, "telegram/1"), sessionDump(t, db, "telegram/2")
 	boom := errors.New("boom")
@@ -163,6 +177,12 @@ func TestSessionTxErrorWritesNothing(t *testing.T) {
 				return err
 			}
 			return tx.DropSessionBefore("telegram/1", 3)
+		},
+		"results": func(tx *Tx) error {
+			if err := tx.AppendSessionResults("telegram/1", []byte("r2")); err != nil {
+				return err
+			}
+			return tx.ClearSessionResults("telegram/1")
 		},
 		"replace": func(tx *Tx) error {
 			_, err := tx.ReplaceSession("telegram/1", []byte("r"), []byte("z"))
@@ -252,4 +272,99 @@ func TestOpenMarksSchema1FileCurrent(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+func appendResults(t *testing.T, db *DB, key string, results ...string) {
+	t.Helper()
+	raw := make([][]byte, len(results))
+	for i, r := range results {
+		raw[i] = []byte(r)
+	}
+	if err := db.Update(func(tx *Tx) error { return tx.AppendSessionResults(key, raw...) }); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestSessionResults: a step's results read back in the order appended,
+// and go with the step (ClearSessionResults), a replaced conversation or a
+// deleted one — none is left behind for a later step to read as its own.
+func TestSessionResults(t *testing.T) {
+	db := openTest(t)
+	appendMsgs(t, db, "telegram/1", "m1", "a")
+	appendResults(t, db, "telegram/1", "r1")
+	appendResults(t, db, "telegram/1", "r2", "r3")
+	appendMsgs(t, db, "telegram/2", "other", "x")
+	appendResults(t, db, "telegram/2", "o1")
+	if got, want := sessionDump(t, db, "telegram/1"), `legacy="" found=true meta="m1" first=1 next=2: 1=a results=r1,r2,r3`; got != want {
+		t.Errorf("stored\n %s\nwant\n %s", got, want)
+	}
+	var first []string
+	db.View(func(tx *Tx) error {
+		return tx.SessionResults("telegram/1", func(r []byte) bool { first = append(first, string(r)); return false })
+	})
+	if fmt.Sprint(first) != "[r1]" {
+		t.Errorf("read %v, want to stop after r1 when told", first)
+	}
+
+	appendMsgs(t, db, "telegram/1", "m2", "b") // the step goes on: results stay
+	if got, want := sessionDump(t, db, "telegram/1"), `legacy="" found=true meta="m2" first=1 next=3: 1=a 2=b results=r1,r2,r3`; got != want {
+		t.Errorf("after an append\n %s\nwant\n %s", got, want)
+	}
+	update := func(what string, fn func(tx *Tx) error) {
+		t.Helper()
+		if err := db.Update(fn); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	update("clear", func(tx *Tx) error { return tx.ClearSessionResults("telegram/1") })
+	update("clear again", func(tx *Tx) error { return tx.ClearSessionResults("telegram/1") })
+	update("clear nobody's", func(tx *Tx) error { return tx.ClearSessionResults("nobody") })
+	appendResults(t, db, "telegram/1", "n1")
+	if got, want := sessionDump(t, db, "telegram/1"), `legacy="" found=true meta="m2" first=1 next=3: 1=a 2=b results=n1`; got != want {
+		t.Errorf("a new step after clearing\n %s\nwant\n %s", got, want)
+	}
+
+	update("replace", func(tx *Tx) error { _, err := tx.ReplaceSession("telegram/1", []byte("r"), []byte("z")); return err })
+	if got, want := sessionDump(t, db, "telegram/1"), `legacy="" found=true meta="r" first=1 next=2: 1=z`; got != want {
+		t.Errorf("replaced\n %s\nwant\n %s", got, want)
+	}
+	appendResults(t, db, "telegram/1", "n2")
+	update("delete", func(tx *Tx) error { return tx.DeleteSession("telegram/1") })
+	appendMsgs(t, db, "telegram/1", "fresh", "y")
+	if got, want := sessionDump(t, db, "telegram/1"), `legacy="" found=true meta="fresh" first=1 next=2: 1=y`; got != want {
+		t.Errorf("deleted and begun again\n %s\nwant\n %s", got, want)
+	}
+	if got, want := sessionDump(t, db, "telegram/2"), `legacy="" found=true meta="other" first=1 next=2: 1=x results=o1`; got != want {
+		t.Errorf("the other conversation\n %s\nwant\n %s", got, want)
+	}
+
+	putLegacy(t, db, "telegram/3", `{}`)
+	for _, key := range []string{"telegram/3", "nobody"} {
+		if err := db.Update(func(tx *Tx) error { return tx.AppendSessionResults(key, []byte("r")) }); err == nil {
+			t.Errorf("results appended to %s, which is not stored in the current layout", key)
+		}
+	}
+}
+
+// TestSessionResultCostIsFlat: appending a step's tenth large result
+// writes about what appending its first did — the result itself, not the
+// results before it.
+func TestSessionResultCostIsFlat(t *testing.T) {
+	db := openTest(t)
+	appendMsgs(t, db, "k", "meta", "a")
+	result := bytes.Repeat([]byte("r"), 30<<10)
+	written := func() int64 { st := db.bolt.Stats(); return st.TxStats.GetPageAlloc() }
+	var costs []int64
+	for range 10 {
+		before := written()
+		if err := db.Update(func(tx *Tx) error { return tx.AppendSessionResults("k", result) }); err != nil {
+			t.Fatal(err)
+		}
+		costs = append(costs, written()-before)
+	}
+	page := int64(db.bolt.Info().PageSize)
+	t.Logf("bytes written per 30 KiB result: %v (page %d)", costs, page)
+	if first, last := costs[0], costs[len(costs)-1]; last > first+page {
+		t.Errorf("the tenth result wrote %d bytes, the first %d: each append writes earlier results again", last, first)
+	}
 }
