@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"os"
@@ -187,12 +188,21 @@ func TestE2EStopKillsRunningCommand(t *testing.T) {
 	e := newEnv(t)
 	e.start()
 	e.pair()
-	e.say(owner, "!echo pgid=$$; sleep 60")
-	waitFor(t, func() bool { return e.status().Running == 1 })
+	// The group id goes to a file, not the reply: a /stop that lands
+	// before bash has run echo leaves the reply without it.
+	pidFile := filepath.Join(t.TempDir(), "pgid")
+	e.say(owner, "!echo $$ > "+pidFile+"; sleep 60")
+	var pgid int
+	waitFor(t, func() bool {
+		b, err := os.ReadFile(pidFile)
+		if err != nil || !bytes.HasSuffix(b, []byte("\n")) {
+			return false
+		}
+		pgid, err = strconv.Atoi(strings.TrimSpace(string(b)))
+		return err == nil
+	})
 	e.say(owner, "/stop")
-	m := e.waitReply(owner.ID, "stopped")
-	_, after, _ := strings.Cut(m.Current(), "pgid=")
-	pgid, _ := strconv.Atoi(strings.Fields(after)[0])
+	e.waitReply(owner.ID, "stopped")
 	waitFor(t, func() bool { return pgid > 1 && groupGone(pgid) })
 }
 
