@@ -258,10 +258,25 @@ func (d *Daemon) runGateway(ctx context.Context, g gateways.Gateway, started *sy
 		}
 	}
 	d.Log.Info("gateway connected", "gateway", g.Name(), "bot", g.Info().BotName)
+	if r, ok := g.(restorer); ok {
+		// Before the Hub dispatches: a notice recovered from the inbox
+		// must not be posted before what decides where it goes is read.
+		if err := r.Restore(ctx, d.hub); err != nil {
+			d.Log.Warn("reading the gateway's stored state failed; its Run reads it again", "gateway", g.Name(), "err", err)
+		}
+	}
 	once()
 	if err := g.Run(ctx, d.hub); err != nil {
 		d.Log.Error("gateway stopped", "gateway", g.Name(), "err", err)
 	}
+}
+
+// restorer is a gateway that keeps state of its own in the cursor it
+// stores through the Sink (Telegram: the forum topic it last answered in,
+// per chat), and reads it back with Restore. Its Run reads it too, but
+// the Hub may post before Run has got that far.
+type restorer interface {
+	Restore(ctx context.Context, sink gateways.Sink) error
 }
 
 func (d *Daemon) buildGateways() []gateways.Gateway {

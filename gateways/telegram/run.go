@@ -33,12 +33,27 @@ const (
 // to sink.Ingest with a cursor of the next offset and the ids taken last
 // (see seen); only once Ingest succeeds does the next poll confirm the
 // batch to Telegram. Run returns nil when ctx ends and ErrUnauthorized if
-// the token stops working; everything else is retried.
+// the token stops working; everything else is retried. While it runs, a
+// change of the forum topic latch answers in is stored too (saveTopics).
 func (g *Gateway) Run(ctx context.Context, sink gateways.Sink) error {
 	if _, err := g.bot(ctx); err != nil {
 		return err
 	}
+	ctx, stop := context.WithCancel(ctx)
+	saver := make(chan struct{})
+	go func() {
+		defer close(saver)
+		g.saveTopics(ctx, sink)
+	}()
+	defer func() {
+		stop()
+		<-saver
+	}()
 	if g.webhookMode() {
+		if err := g.Restore(ctx, sink); err != nil {
+			// The first delivery reads the cursor again.
+			g.log.Warn("reading the stored forum topics failed", "err", err)
+		}
 		return g.runWebhook(ctx, sink)
 	}
 	p := &poller{g: g, sink: sink, backoff: g.newBackoff()}
@@ -68,13 +83,16 @@ type poller struct {
 	shrink bool
 }
 
-// loadCursor reads the stored offset, retrying store errors. It returns
-// false when ctx ended first.
+// loadCursor reads the stored offset (and the forum topics stored after
+// it, see topicstate.go), retrying store errors. It returns false when
+// ctx ended first.
 func (p *poller) loadCursor(ctx context.Context) bool {
 	bo := p.g.newBackoff()
 	for {
 		c, err := p.sink.Cursor(ctx, gatewayName)
 		if err == nil {
+			c, topics := splitCursor(c)
+			p.g.restoreTopics(topics)
 			p.offset = p.parseCursor(c)
 			recent, ok := parseSeen(c)
 			if p.offset > 0 && !ok {
@@ -175,7 +193,7 @@ func (p *poller) deliver(ctx context.Context, b batch) {
 	cursor := recent.encode()
 	bo := p.g.newBackoff()
 	for {
-		err := p.sink.Ingest(ctx, gatewayName, cursor, b.msgs)
+		err := p.g.ingest(ctx, p.sink, cursor, b.msgs)
 		if err == nil {
 			p.offset, p.recent = next, recent
 			return

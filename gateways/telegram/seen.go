@@ -36,7 +36,8 @@ const maxUpdateID = 1 << 53
 // Encoded, it reads "<next>;<ids>": next is the last id + 1, the offset of
 // the next getUpdates (polling adds each batch in ascending order, so the
 // last id is the batch's highest), and ids are comma-separated ids and
-// ranges "a-b" of consecutive ids, in order of arrival.
+// ranges "a-b" of consecutive ids, in order of arrival. The stored cursor
+// may carry the forum topics after it (see topicstate.go).
 type seen struct {
 	ids []int
 }

@@ -28,13 +28,15 @@ const (
 // needs, and returns the id of the last one. Plain text goes without a parse
 // mode, so nothing in it is interpreted; a Pre reply is escaped into HTML
 // <pre> blocks. ReplyTo threads the first message; every message goes to
-// the forum topic of the message it answers (see topic.go).
+// the forum topic of the message it answers, or without ReplyTo to the
+// topic latch last answered in — and should Telegram refuse that topic,
+// to the spares placementOf names (see topic.go).
 func (g *Gateway) Send(ctx context.Context, chatID string, r gateways.Reply) (string, error) {
 	chat, err := strconv.ParseInt(chatID, 10, 64)
 	if err != nil {
 		return "", fmt.Errorf("telegram: invalid chat id %q", chatID)
 	}
-	to, reply, ok := g.targetOf(chat, r.ReplyTo)
+	p, reply, ok := g.placementOf(chat, r.ReplyTo)
 	if !ok {
 		return "", fmt.Errorf("telegram: invalid reply-to message id %q", r.ReplyTo)
 	}
@@ -44,25 +46,47 @@ func (g *Gateway) Send(ctx context.Context, chatID string, r gateways.Reply) (st
 	}
 	var last int
 	for i, text := range chunks {
-		cfg := tgbotapi.NewMessage(chat, text)
-		// Previews make Telegram fetch any URL in the text, which would let
-		// a manipulated agent exfiltrate data without a click.
-		cfg.DisableWebPagePreview = true
-		if r.Pre {
-			cfg.ParseMode = tgbotapi.ModeHTML
+		threadTo := 0
+		if i == 0 {
+			threadTo = reply.id
 		}
-		if i == 0 && reply.id != 0 {
-			cfg.ReplyToMessageID = reply.id
-			cfg.AllowSendingWithoutReply = true
-		}
-		// Reliably: a !command's output or a notice that meets a passing
-		// 5xx or a dropped connection would otherwise be lost, or lose
-		// its middle.
-		if last, err = g.sendReliably(ctx, to, cfg); err != nil {
+		if last, err = g.sendChunk(ctx, &p, text, r.Pre, threadTo); err != nil {
 			return "", fmt.Errorf("telegram: send message %d of %d: %w", i+1, len(chunks), rejected(err))
 		}
 	}
-	return msgRef{id: last, topic: to.topic}.String(), nil
+	if p.moved {
+		// Where it landed is where latch last answered.
+		g.setTopic(p.to)
+	}
+	return msgRef{id: last, topic: p.to.topic}.String(), nil
+}
+
+// sendChunk sends one message of a reply to p.to, threaded to the message
+// reply (0: none). Reliably: a !command's output or a notice that meets a
+// passing 5xx or a dropped connection would otherwise be lost, or lose its
+// middle. Should Telegram refuse the topic, it goes to p's next spare,
+// unthreaded: the message it answers is in the topic refused.
+func (g *Gateway) sendChunk(ctx context.Context, p *placement, text string, pre bool, reply int) (int, error) {
+	for {
+		cfg := tgbotapi.NewMessage(p.to.chat, text)
+		// Previews make Telegram fetch any URL in the text, which would let
+		// a manipulated agent exfiltrate data without a click.
+		cfg.DisableWebPagePreview = true
+		if pre {
+			cfg.ParseMode = tgbotapi.ModeHTML
+		}
+		if reply != 0 && !p.moved {
+			cfg.ReplyToMessageID = reply
+			cfg.AllowSendingWithoutReply = true
+		}
+		id, err := g.sendReliably(ctx, p.to, cfg)
+		refused := p.to
+		if err == nil || !p.move(err) {
+			return id, err
+		}
+		g.log.Info("Telegram refused the forum topic; posting in another",
+			"chat_id", refused.chat, "topic", refused.topic, "instead", p.to.topic, "err", err)
+	}
 }
 
 // rejected marks err gateways.ErrRejected when Telegram refused the

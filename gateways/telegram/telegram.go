@@ -131,8 +131,17 @@ type Gateway struct {
 	info  gateways.Info
 	chats map[int64]*rate.Limiter // per-chat pacing, see post
 	// topics is the forum topic latch last answered in, per chat (see
-	// topic.go).
-	topics map[int64]int
+	// topic.go), also stored in the cursor (see topicstate.go):
+	// topicsRead is set once the stored ones were read, topicsStored is
+	// topics.changes as last stored, and topicsChanged wakes Run's saver.
+	topics        topicBook
+	topicsRead    bool
+	topicsStored  uint64
+	topicsChanged chan struct{}
+	// cursorMu orders the writes of the cursor (see ingest), so that none
+	// is older than the one before it. It is held across Ingest, never
+	// while holding mu.
+	cursorMu sync.Mutex
 	// typing leaves out a "typing…" request while the last one shows.
 	typing *typing.Gate
 	// approvals remembers the text of recent approval requests, so that
@@ -193,9 +202,11 @@ func New(cfg Config, log *slog.Logger) *Gateway {
 		},
 		limiter: rate.NewLimiter(sendRate, sendRate),
 		chats:   map[int64]*rate.Limiter{},
-		topics:  map[int64]int{},
 		typing:  typing.New(typing.Fresh),
 		timing:  defaultTiming,
+		// A change of topic needs storing once; one wake-up covers any
+		// number of changes made before the saver runs.
+		topicsChanged: make(chan struct{}, 1),
 		// One send or edit per chat per second, and 20 a minute into a
 		// group, as Telegram asks.
 		chatEvery:   chatInterval,

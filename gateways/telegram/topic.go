@@ -3,8 +3,13 @@ package telegram
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
+	"net/http"
+	"slices"
 	"strconv"
 	"strings"
+
+	tgbotapi "github.com/go-telegram-bot-api/telegram-bot-api/v5"
 )
 
 // Forum topics. A forum supergroup (is_forum) splits one chat into topics,
@@ -27,10 +32,13 @@ import (
 // answers, also for a message stored before a restart, and a stranger
 // posting in another topic cannot move it. What names no message (Typing,
 // a Send without ReplyTo such as a notice) goes to the topic latch last
-// answered in, remembered per chat while the process runs.
-
-// maxTopicChats bounds the chats whose last topic is remembered.
-const maxTopicChats = 1024
+// answered in, remembered per chat and kept in the stored cursor across
+// restarts (see topicstate.go).
+//
+// A topic can refuse a post: closed (TOPIC_CLOSED, General too) or
+// deleted ("message thread not found", TOPIC_DELETED). A Send then tries
+// the topic latch last answered in, then General, each once (placement),
+// rather than lose a notice that one of them would take.
 
 // msgRef is a message as the adapter names it to the Hub.
 type msgRef struct {
@@ -79,17 +87,9 @@ func (t target) key() string {
 // replyTarget is where an answer to the message ref goes: ref's topic,
 // which becomes the chat's topic for what names no message.
 func (g *Gateway) replyTarget(chat int64, ref msgRef) target {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if ref.topic == 0 {
-		delete(g.topics, chat)
-	} else {
-		if _, ok := g.topics[chat]; !ok && len(g.topics) >= maxTopicChats {
-			clear(g.topics) // only a flood of forums gets here; they fall back to General
-		}
-		g.topics[chat] = ref.topic
-	}
-	return target{chat: chat, topic: ref.topic}
+	to := target{chat: chat, topic: ref.topic}
+	g.setTopic(to)
+	return to
 }
 
 // chatTarget is where a post that answers no message goes: the topic latch
@@ -97,7 +97,7 @@ func (g *Gateway) replyTarget(chat int64, ref msgRef) target {
 func (g *Gateway) chatTarget(chat int64) target {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return target{chat: chat, topic: g.topics[chat]}
+	return target{chat: chat, topic: g.topics.get(chat)}
 }
 
 // targetOf is replyTarget for a reference given as text ("" for none),
@@ -110,6 +110,52 @@ func (g *Gateway) targetOf(chat int64, reply string) (to target, ref msgRef, ok 
 		return target{}, msgRef{}, false
 	}
 	return g.replyTarget(chat, ref), ref, true
+}
+
+// placement is where one Send posts, and where it may go instead should
+// Telegram refuse the topic: each spare once, in order, so it cannot loop.
+type placement struct {
+	to    target
+	spare []target
+	moved bool // to is a spare
+}
+
+// placementOf is targetOf with the spares of a forum: the topic latch last
+// answered in before this post, then General. In a chat that is no forum
+// both are to itself, so there are none.
+func (g *Gateway) placementOf(chat int64, reply string) (placement, msgRef, bool) {
+	last := g.chatTarget(chat)
+	to, ref, ok := g.targetOf(chat, reply)
+	p := placement{to: to}
+	for _, t := range []target{last, {chat: chat}} {
+		if t != to && !slices.Contains(p.spare, t) {
+			p.spare = append(p.spare, t)
+		}
+	}
+	return p, ref, ok
+}
+
+// move goes to the next spare if err is Telegram refusing the topic, and
+// reports whether it did.
+func (p *placement) move(err error) bool {
+	if len(p.spare) == 0 || !topicRefused(err) {
+		return false
+	}
+	p.to, p.spare, p.moved = p.spare[0], p.spare[1:], true
+	return true
+}
+
+// topicRefused reports whether Telegram refused a post for its forum
+// topic: closed (TOPIC_CLOSED; General too), or deleted ("message thread
+// not found" when message_thread_id names it, TOPIC_DELETED).
+func topicRefused(err error) bool {
+	var apiErr *tgbotapi.Error
+	if !errors.As(err, &apiErr) || apiErr.Code != http.StatusBadRequest {
+		return false
+	}
+	m := strings.ToLower(apiErr.Message)
+	return strings.Contains(m, "topic_closed") || strings.Contains(m, "topic_deleted") ||
+		strings.Contains(m, "message thread not found")
 }
 
 // topicFields are what Bot API 6.3 added to a message about its topic.

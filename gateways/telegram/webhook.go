@@ -355,6 +355,8 @@ func (h *webhook) handle(ctx context.Context, body []byte) int {
 			log.Warn("reading the update cursor failed; Telegram will repeat the delivery", "err", h.g.scrub(err))
 			return http.StatusServiceUnavailable
 		}
+		c, topics := splitCursor(c)
+		h.g.restoreTopics(topics)
 		s, ok := parseSeen(c)
 		if !ok {
 			log.Warn("ignoring an invalid stored update cursor", "cursor", c)
@@ -370,7 +372,7 @@ func (h *webhook) handle(ctx context.Context, body []byte) int {
 	if u.ok {
 		msgs = []gateways.Message{u.msg}
 	}
-	if err := h.sink.Ingest(ctx, gatewayName, next.encode(), msgs); err != nil {
+	if err := h.g.ingest(ctx, h.sink, next.encode(), msgs); err != nil {
 		// What the store holds now is unknown: read it again next time.
 		h.stale = true
 		log.Warn("storing an update failed; Telegram will repeat the delivery", "err", h.g.scrub(err))

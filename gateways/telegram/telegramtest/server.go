@@ -25,11 +25,12 @@
 // 20 per minute per group) that answers 429 with retry_after and counts its
 // violations.
 //
-// Forum supergroups (Forum) have topics (CreateTopic, SetTopicClosed) as on
-// Telegram: messages in a topic carry message_thread_id and
-// is_topic_message, a send lands in the topic its message_thread_id names,
-// else in that of the message it replies to, else in General, and a closed
-// topic refuses it with TOPIC_CLOSED (see topics.go).
+// Forum supergroups (Forum) have topics (CreateTopic, SetTopicClosed,
+// DeleteTopic) as on Telegram: messages in a topic carry message_thread_id
+// and is_topic_message, a send lands in the topic its message_thread_id
+// names, else in that of the message it replies to, else in General; a
+// closed topic refuses it with TOPIC_CLOSED, a deleted one with "message
+// thread not found" (see topics.go).
 //
 // Webhooks work as on Telegram: after the setWebhook method (HTTPS on ports
 // 443, 80, 88 or 8443, or any loopback URL; secret_token checked against

@@ -19,7 +19,9 @@ import (
 // with "message thread not found".
 //
 // A closed topic (General included) takes no messages from the bot, which
-// in the fake is no administrator: sends there fail with TOPIC_CLOSED. The
+// in the fake is no administrator: sends there fail with TOPIC_CLOSED. A
+// deleted topic is gone with its messages: a send naming it fails with
+// "message thread not found". The
 // General topic's id is 1 in a forum, and message ids there start after
 // it; message_thread_id 1 is refused as "message thread not found", as the
 // Bot API has been reported to do (General is reached by leaving it out).
@@ -91,6 +93,25 @@ func (s *Server) SetTopicClosed(chatID int64, threadID int, closed bool) {
 		panic(fmt.Sprintf("telegramtest: forum %d has no topic %d", chatID, threadID))
 	}
 	t.closed = closed
+}
+
+// DeleteTopic deletes a topic of a forum with all its messages, as an
+// administrator does. Sends that name it by message_thread_id then fail
+// with "Bad Request: message thread not found", as on Telegram. It panics
+// on an unknown chat or topic (General cannot be deleted).
+func (s *Server) DeleteTopic(chatID int64, threadID int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := s.chats[chatID]
+	if c == nil || !c.chat.IsForum || c.topics[threadID] == nil {
+		panic(fmt.Sprintf("telegramtest: forum %d has no topic %d", chatID, threadID))
+	}
+	delete(c.topics, threadID)
+	for id, m := range c.messages {
+		if m.topic == threadID {
+			delete(c.messages, id)
+		}
+	}
 }
 
 // topicOf is the topic a user's message lands in: the one it was

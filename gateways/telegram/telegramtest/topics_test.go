@@ -170,6 +170,42 @@ func TestTopicSends(t *testing.T) {
 	}
 }
 
+// TestDeletedTopic: a deleted topic is gone with its messages, as on
+// Telegram: a send or "typing…" that names it fails with "message thread
+// not found", a reply to one of its messages finds nothing to reply to,
+// and the rest of the forum is untouched.
+func TestDeletedTopic(t *testing.T) {
+	srv := newServer(t)
+	bot := newBot(t, srv)
+	forum := telegramtest.Forum(92, "Forum")
+	gone := srv.CreateTopic(forum, bob, "Old")
+	kept := srv.CreateTopic(forum, bob, "Kept")
+	inGone := srv.Deliver(telegramtest.Incoming{Chat: forum, From: &alice, Topic: gone, Text: "q"}).MessageID
+	srv.DeleteTopic(forum.ID, gone)
+	chat := strconv.FormatInt(forum.ID, 10)
+	id := strconv.Itoa
+	for _, tt := range []struct {
+		method string
+		params tgbotapi.Params
+		err    string
+	}{
+		{"sendMessage", tgbotapi.Params{"text": "x", "message_thread_id": id(gone)}, "Bad Request: message thread not found"},
+		{"sendChatAction", tgbotapi.Params{"action": "typing", "message_thread_id": id(gone)}, "Bad Request: message thread not found"},
+		{"sendMessage", tgbotapi.Params{"text": "x", "reply_to_message_id": id(inGone)}, "Bad Request: message to be replied not found"},
+		{"sendMessage", tgbotapi.Params{"text": "x", "message_thread_id": id(kept)}, ""},
+		{"sendMessage", tgbotapi.Params{"text": "x"}, ""},
+	} {
+		tt.params["chat_id"] = chat
+		_, err := bot.MakeRequest(tt.method, tt.params)
+		switch {
+		case tt.err == "" && err != nil:
+			t.Errorf("%s %v: %v", tt.method, tt.params, err)
+		case tt.err != "" && (err == nil || apiError(t, err).Message != tt.err):
+			t.Errorf("%s %v: %v, want %q", tt.method, tt.params, err, tt.err)
+		}
+	}
+}
+
 // TestGroupRateLimit: a group takes GroupRateLimit posts within
 // GroupRateWindow, edits included, then 429 with the wait until the oldest
 // leaves the window; a private chat is not under the group's limit.
