@@ -145,7 +145,7 @@ const noticeFor = 24 * time.Hour
 func (h *Hub) sendNotice(ctx context.Context, e store.Entry) {
 	wait, deadline := cmp.Or(h.noticeWait, time.Second), h.cfg.Now().Add(noticeFor)
 	for {
-		err := h.trySend(ctx, e.Gateway, e.ChatID, Reply{Text: e.Text, ReplyTo: e.MessageID})
+		err := h.trySend(ctx, e.Gateway, e.ChatID, Reply{Text: e.Text, ReplyTo: e.MessageID, Paired: e.Text == MsgPaired})
 		switch {
 		case err == nil:
 			h.finish(e, false)

@@ -71,6 +71,11 @@ type Reply struct {
 	Pre bool
 	// ReplyTo is the platform id of the message this answers, or "".
 	ReplyTo string
+	// Paired marks the Hub's answer to the pairing that latched this chat
+	// (MsgPaired). Only the latched chat ever gets it, so an adapter may
+	// take the chat for the owner's from here on; it is sent again after a
+	// crash until delivered.
+	Paired bool
 }
 
 // Sink receives what a gateway reads from its platform. Ingest must store the

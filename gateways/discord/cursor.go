@@ -17,8 +17,8 @@ const maxTracked = 8
 //
 // Which channel is the latched one is the Hub's business, not the
 // adapter's; but the Hub answers only that chat and pairing attempts, runs
-// agent turns (RenderTurn) only in that chat, and sends gateways.MsgPaired
-// only to the chat it has just latched. So a channel latch sent to is
+// agent turns (RenderTurn) only in that chat, and marks a reply Paired
+// (gateways.Reply) only in the chat it has just latched. So a channel latch sent to is
 // "answered", one told it is paired or one a turn was rendered in is the
 // owner's, and when the list is full the owner's channels go last,
 // answered ones before them, the others first: strangers who were told

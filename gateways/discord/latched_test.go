@@ -9,7 +9,7 @@ import (
 	"github.com/latchd/latch/gateways/discord/discordtest"
 )
 
-// TestSendMarksOnlyThePairedChatAsOwner: the Hub's "Paired." makes a
+// TestSendMarksOnlyThePairedChatAsOwner: a reply the Hub marks Paired makes a
 // channel the owner's in the cursor; what latch sends a stranger — a
 // refused code, any other text — only makes theirs answered.
 func TestSendMarksOnlyThePairedChatAsOwner(t *testing.T) {
@@ -21,14 +21,14 @@ func TestSendMarksOnlyThePairedChatAsOwner(t *testing.T) {
 
 	try := srv.SendDM(bob, "/pair WXYZ-2345")
 	sink.waitStored(t, 1)
-	for _, text := range []string{gateways.MsgPairFailed, "Paired.", gateways.MsgPaired + " "} {
+	for _, text := range []string{gateways.MsgPairFailed, "Paired.", gateways.MsgPaired} {
 		if _, err := g.Send(ctx, try.ChannelID, gateways.Reply{Text: text, ReplyTo: try.ID}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	pair := srv.SendDM(alice, "/pair ABCD-2345")
 	sink.waitStored(t, 2)
-	if _, err := g.Send(ctx, pair.ChannelID, gateways.Reply{Text: gateways.MsgPaired, ReplyTo: pair.ID}); err != nil {
+	if _, err := g.Send(ctx, pair.ChannelID, gateways.Reply{Text: gateways.MsgPaired, ReplyTo: pair.ID, Paired: true}); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "the paired channel marked as the owner's", func() bool {
@@ -60,7 +60,7 @@ func TestRunLatchedChannelComesBackWhereItWas(t *testing.T) {
 	if _, ok := markOf(sink.storedCursor(), pair.ChannelID); ok {
 		t.Fatalf("the strangers did not push the owner's channel out of %s; the test proves nothing", sink.storedCursor())
 	}
-	if _, err := g.Send(testContext(t), pair.ChannelID, gateways.Reply{Text: gateways.MsgPaired, ReplyTo: pair.ID}); err != nil {
+	if _, err := g.Send(testContext(t), pair.ChannelID, gateways.Reply{Text: gateways.MsgPaired, ReplyTo: pair.ID, Paired: true}); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "the latched channel back in the cursor", func() bool {

@@ -33,12 +33,12 @@ func (g *Gateway) Send(ctx context.Context, chatID string, r gateways.Reply) (st
 	if r.ReplyTo != "" && !ok {
 		return "", fmt.Errorf("discord: invalid reply-to message id %q", r.ReplyTo)
 	}
-	if r.Text == gateways.MsgPaired {
-		// The Hub sends this only to the chat it has just latched, in
-		// answer to the message that latched it: nobody without a valid
-		// code can make it go to their channel (a stranger hears
-		// MsgPairFailed or nothing). Noted before sending, since the
-		// chat is latched whether or not the answer arrives.
+	if r.Paired {
+		// The Hub marks this only in its answer to the message that
+		// latched the chat: nobody without a valid code can make it go to
+		// their channel (a stranger hears MsgPairFailed or nothing).
+		// Noted before sending, since the chat is latched whether or not
+		// the answer arrives.
 		g.markLatched(chatID, replyTo)
 	}
 	if p := g.takePair(chatID, r.ReplyTo); p != nil {
