@@ -50,7 +50,7 @@ var toolDefs = []provider.Tool{
 		Schema: schema(`"path":{"type":"string"},"old":{"type":"string"},"new":{"type":"string"}`, "path", "old", "new")},
 	{Name: ToolList, Description: "List files of the workspace matching a glob (`**` matches any depth), e.g. `**/*.go` or `src/*`. Empty lists the top level.",
 		Schema: schema(`"pattern":{"type":"string"}`)},
-	{Name: ToolGrep, Description: "Search file contents with an RE2 regular expression. Returns path:line:text.",
+	{Name: ToolGrep, Description: "Search file contents with an RE2 regular expression, matched against each line (^ and $ are a line's start and end). Returns path:line:text.",
 		Schema: schema(`"pattern":{"type":"string"},"path":{"type":"string","description":"file or directory, default ."},"glob":{"type":"string","description":"only files matching this glob"}`, "pattern")},
 	{Name: ToolBash, Description: "Run a shell command with bash -c in the workspace. After the timeout it is killed with every process it started, also ones that left its process group or session; background processes do not outlive it. Output is capped (the tail is kept).",
 		Schema: schema(`"command":{"type":"string"}`, "command")},

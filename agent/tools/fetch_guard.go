@@ -63,14 +63,32 @@ func metadata(addr, what string) classRange {
 // the first match wins: the credential services come first because each
 // sits inside a range an owner may well open (169.254.0.0/16 for a device
 // on the link, 100.64.0.0/10 for a Tailscale network, fd00::/8 for a ULA
-// LAN), and opening that range must not open them.
+// LAN), or in public space (Azure's WireServer), and opening that range
+// must not open them.
 var closedRanges = []classRange{
+	// 169.254.169.254 serves AWS, Google Cloud, Azure, Oracle Cloud,
+	// OpenStack, DigitalOcean, Hetzner, Linode and others.
 	metadata("169.254.169.254", "the cloud metadata service address"),
 	metadata("fd00:ec2::254", "the cloud metadata service address"),
+	metadata("fd20:ce::254", "the Google Cloud metadata service address"),
+	metadata("169.254.169.252", "the GKE metadata server address"),
 	metadata("169.254.170.2", "the AWS ECS credentials endpoint"),
 	metadata("169.254.170.23", "the AWS EKS Pod Identity credentials endpoint"),
 	metadata("fd00:ec2::23", "the AWS EKS Pod Identity credentials endpoint"),
+	// The WireServer hands the VM agent its goal state, extension
+	// settings and certificates.
+	metadata("168.63.129.16", "the Azure WireServer address"),
 	metadata("100.100.100.200", "the Alibaba Cloud metadata service address"),
+	metadata("fd00:100::100:200", "the Alibaba Cloud metadata service address"),
+	metadata("169.254.0.23", "the Tencent Cloud metadata service address"),
+	metadata("fd00:c1::a9fe:a9fe", "the Oracle Cloud metadata service address"),
+	metadata("192.0.0.192", "the Oracle Cloud metadata service address"), // OCI Classic
+	metadata("169.254.42.42", "the Scaleway metadata service address"),
+	metadata("fd00:42::42", "the Scaleway metadata service address"),
+	metadata("fd00:a9fe:a9fe::1", "the Akamai (Linode) metadata service address"),
+	// OpenStack's and Linode's IPv6 metadata address is link-local; the
+	// zone is dropped before the check, so it is closed on every interface.
+	metadata("fe80::a9fe:a9fe", "the cloud metadata service address"),
 
 	// IPv4. Mapped IPv6 forms (::ffff:a.b.c.d) are unmapped before lookup.
 	closed("0.0.0.0/32", "an unspecified address"), // Linux connects it to the local host
@@ -81,7 +99,7 @@ var closedRanges = []classRange{
 	closed("192.168.0.0/16", "a private address"),
 	closed("100.64.0.0/10", "a shared (carrier-grade NAT) address"),
 	closed("169.254.0.0/16", "a link-local address"),
-	closed("192.0.0.0/24", "a reserved address"), // IETF protocol assignments, incl. 192.0.0.192 (a metadata service)
+	closed("192.0.0.0/24", "a reserved address"), // IETF protocol assignments
 	closed("192.0.2.0/24", "a documentation address"),
 	closed("198.51.100.0/24", "a documentation address"),
 	closed("203.0.113.0/24", "a documentation address"),

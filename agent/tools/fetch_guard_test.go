@@ -98,7 +98,27 @@ func TestClassify(t *testing.T) {
 		{"64:ff9b::a9fe:aa02", "ECS credentials"}, // NAT64 of 169.254.170.2
 		{"169.254.170.3", "link-local"},
 		{"fd00:ec2::22", "unique local"},
-		{"192.0.0.192", "reserved"}, // Oracle Cloud metadata
+		{"192.0.0.192", "Oracle Cloud metadata"},
+		{"192.0.0.191", "reserved"},
+		// Metadata services outside the ranges above, or inside ranges an
+		// owner may open: each is closed as itself.
+		{"168.63.129.16", "Azure WireServer"}, // public address space
+		{"168.63.129.15", ""},
+		{"168.63.129.17", ""},
+		{"::ffff:168.63.129.16", "Azure WireServer"},
+		{"64:ff9b::a83f:8110", "Azure WireServer"}, // NAT64 of 168.63.129.16
+		{"2002:a83f:8110::1", "Azure WireServer"},  // 6to4 of 168.63.129.16
+		{"169.254.0.23", "Tencent Cloud metadata"},
+		{"169.254.0.22", "link-local"},
+		{"169.254.169.252", "GKE metadata"},
+		{"fd20:ce::254", "Google Cloud metadata"},
+		{"fd00:100::100:200", "Alibaba Cloud metadata"},
+		{"fd00:c1::a9fe:a9fe", "Oracle Cloud metadata"},
+		{"169.254.42.42", "Scaleway metadata"},
+		{"fd00:42::42", "Scaleway metadata"},
+		{"fd00:a9fe:a9fe::1", "Linode"},
+		{"fe80::a9fe:a9fe", "metadata"},
+		{"fe80::a9fe:a9fe%eth0", "metadata"},
 		// Unspecified, multicast, broadcast, reserved.
 		{"0.0.0.0", "unspecified"},
 		{"0.1.2.3", "reserved"},
@@ -174,8 +194,35 @@ func TestAddrGuardAllow(t *testing.T) {
 		{[]string{"100.64.0.0/10"}, "100.100.100.200", false},
 		{[]string{"100.64.0.0/10"}, "::ffff:100.100.100.200", false},
 		{[]string{"100.100.100.200/32"}, "100.100.100.200", true},
+		// Azure's WireServer is a public address: no range opens it,
+		// not even the whole internet.
+		{nil, "168.63.129.16", false},
+		{[]string{"0.0.0.0/0"}, "168.63.129.16", false},
+		{[]string{"168.63.0.0/16"}, "168.63.129.16", false},
+		{[]string{"168.63.129.16/32"}, "168.63.129.16", true},
+		{[]string{"0.0.0.0/0"}, "64:ff9b::a83f:8110", false},
+		{nil, "168.63.129.17", true},
+		// The other providers' services inside ranges an owner may open.
+		{[]string{"169.254.0.0/16"}, "169.254.0.23", false},
+		{[]string{"169.254.0.0/24"}, "169.254.0.23", false},
+		{[]string{"169.254.0.23/32"}, "169.254.0.23", true},
+		{[]string{"169.254.0.0/16"}, "169.254.169.252", false},
+		{[]string{"169.254.0.0/16"}, "169.254.42.42", false},
+		{[]string{"192.0.0.0/24"}, "192.0.0.192", false},
+		{[]string{"192.0.0.192/32"}, "192.0.0.192", true},
+		{[]string{"fc00::/7"}, "fd20:ce::254", false},
+		{[]string{"fd00::/8"}, "fd00:100::100:200", false},
+		{[]string{"fd00::/8"}, "fd00:c1::a9fe:a9fe", false},
+		{[]string{"fd00::/8"}, "fd00:42::42", false},
+		{[]string{"fd00::/8"}, "fd00:a9fe:a9fe::1", false},
+		{[]string{"fe80::/10"}, "fe80::a9fe:a9fe", false},
+		{[]string{"fe80::/10"}, "fe80::a9fe:a9fe%eth0", false},
+		{[]string{"fe80::a9fe:a9fe/128"}, "fe80::a9fe:a9fe", true},
 		// The rest of those ranges opens as before.
 		{[]string{"169.254.0.0/16"}, "169.254.170.3", true},
+		{[]string{"169.254.0.0/16"}, "169.254.0.22", true},
+		{[]string{"192.0.0.0/24"}, "192.0.0.191", true},
+		{[]string{"fe80::/10"}, "fe80::1", true},
 		{[]string{"100.64.0.0/10"}, "100.100.100.100", true},
 		{[]string{"fd00::/8"}, "fd00:ec2::22", true},
 		// Public addresses need no entry.
@@ -208,6 +255,8 @@ func TestAddrGuardMessage(t *testing.T) {
 		{"169.254.169.254", `fetch refused: 169.254.169.254 is the cloud metadata service address, which hands out the machine's credentials`},
 		{"169.254.170.2", `fetch refused: 169.254.170.2 is the AWS ECS credentials endpoint, which hands out the machine's credentials`},
 		{"100.100.100.200", `fetch refused: 100.100.100.200 is the Alibaba Cloud metadata service address, which hands out the machine's credentials`},
+		{"168.63.129.16", `fetch refused: 168.63.129.16 is the Azure WireServer address, which hands out the machine's credentials`},
+		{"169.254.0.23", `fetch refused: 169.254.0.23 is the Tencent Cloud metadata service address, which hands out the machine's credentials`},
 	}
 	for _, tt := range tests {
 		err := g.check(netip.MustParseAddr(tt.addr))
@@ -238,6 +287,12 @@ func TestCheckSocket(t *testing.T) {
 		{"tcp6", "[::ffff:10.0.0.1]:80", false},
 		{"tcp6", "[fe80::1%eth0]:80", false},
 		{"tcp6", "[fd00:ec2::254]:80", false},
+		{"tcp4", "168.63.129.16:80", false},
+		{"tcp4", "168.63.129.16:32526", false},
+		{"tcp6", "[::ffff:168.63.129.16]:80", false},
+		{"tcp4", "169.254.0.23:80", false},
+		{"tcp6", "[fd20:ce::254]:80", false},
+		{"tcp6", "[fe80::a9fe:a9fe%eth0]:80", false},
 		{"tcp4", "169.254.170.2:80", false},
 		{"tcp4", "100.100.100.200:80", false},
 		{"tcp6", "[64:ff9b::a9fe:a9fe]:80", false},

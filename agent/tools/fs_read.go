@@ -84,17 +84,22 @@ func (w *Workspace) readLines(ctx context.Context, br *bufio.Reader, name string
 				return "", err
 			}
 		}
-		line, dropped, n, err := readCappedLine(br, w.lim.readLine)
+		// The budget makes the scan cap hold inside a line too: a file
+		// that is one enormous line stops at the cap like any other.
+		l, err := readCappedLine(ctx, br, w.lim.readLine, w.lim.readScan-scanned)
 		if err != nil && !errors.Is(err, io.EOF) {
+			if cerr := ctx.Err(); cerr != nil {
+				return "", cerr
+			}
 			return "", fsError("read", name, err)
 		}
-		if n == 0 {
+		if l.consumed == 0 {
 			break // end of file
 		}
-		scanned += n
+		scanned += l.consumed
 		lineNo++
 		if lineNo >= first {
-			text := formatLine(lineNo, line, dropped)
+			text := formatLine(lineNo, l)
 			if shown > 0 && out.Len()+len(text) > w.lim.readOutput {
 				fmt.Fprintf(&out, "[output cut at %s; continue with offset=%d]\n",
 					sizeString(int64(w.lim.readOutput)), lineNo)
@@ -102,7 +107,7 @@ func (w *Workspace) readLines(ctx context.Context, br *bufio.Reader, name string
 			}
 			out.WriteString(text)
 			shown++
-			if shown == a.Limit {
+			if shown == a.Limit && !l.unfinished {
 				if _, err := br.Peek(1); err == nil {
 					fmt.Fprintf(&out, "[more lines follow; continue with offset=%d]\n", lineNo+1)
 				}
@@ -133,54 +138,111 @@ func (w *Workspace) readLines(ctx context.Context, br *bufio.Reader, name string
 	return out.String(), nil
 }
 
-func formatLine(n int, line []byte, dropped int) string {
-	s := strings.ToValidUTF8(string(line), "\uFFFD")
-	if dropped > 0 {
-		return fmt.Sprintf("%6d\t%s … [line cut: %s more]\n", n, s, sizeString(int64(dropped)))
+func formatLine(n int, l cappedLine) string {
+	s := strings.ToValidUTF8(string(l.text), "\uFFFD")
+	switch {
+	case l.unfinished:
+		// How much of the line is left is unknown: read stopped inside it.
+		return fmt.Sprintf("%6d\t%s … [line cut]\n", n, s)
+	case l.dropped > 0:
+		return fmt.Sprintf("%6d\t%s … [line cut: %s more]\n", n, s, sizeString(int64(l.dropped)))
 	}
 	return fmt.Sprintf("%6d\t%s\n", n, s)
 }
 
+// cappedLine is one line as readCappedLine returns it.
+type cappedLine struct {
+	text    []byte // the kept part, without the newline
+	dropped int    // bytes of the line read but not kept, the newline not counted
+	// consumed is every byte read, newline included; it is 0 only at the
+	// end of the input.
+	consumed int64
+	// unfinished means the budget ran out inside the line: more of it
+	// follows, unread.
+	unfinished bool
+}
+
+// readCheckEvery is how many bytes of one line readCappedLine reads between
+// looks at ctx, so that /stop ends the read of an endless line (a sparse
+// file, a slow network mount) promptly.
+const readCheckEvery = 1 << 20
+
 // readCappedLine reads one line from br, keeping at most keep bytes of it
 // and counting the rest in dropped, so one enormous line costs no memory.
-// consumed is every byte read, newline included; it is 0 only at the end of
-// the input. The newline is not returned and not counted in dropped. A kept
-// part that ends in the middle of a rune is shortened to the rune start.
-func readCappedLine(br *bufio.Reader, keep int) (line []byte, dropped int, consumed int64, err error) {
-	var last []byte
+// It stops once budget bytes are consumed even if the line goes on (one
+// bufio buffer past budget at most), and returns ctx's error if ctx is done
+// while it reads. A kept part that ends in the middle of a rune is
+// shortened to the rune start.
+func readCappedLine(ctx context.Context, br *bufio.Reader, keep int, budget int64) (cappedLine, error) {
+	var (
+		l       cappedLine
+		last    []byte
+		err     error
+		checked int64
+	)
 	for {
 		var frag []byte
 		frag, err = br.ReadSlice('\n')
-		consumed += int64(len(frag))
-		take := min(keep-len(line), len(frag))
-		line = append(line, frag[:take]...)
-		dropped += len(frag) - take
+		l.consumed += int64(len(frag))
+		take := min(keep-len(l.text), len(frag))
+		l.text = append(l.text, frag[:take]...)
+		l.dropped += len(frag) - take
 		if len(frag) > 0 {
 			last = frag
 		}
 		if !errors.Is(err, bufio.ErrBufferFull) {
 			break
 		}
-	}
-	if len(last) > 0 && last[len(last)-1] == '\n' {
-		if dropped > 0 {
-			dropped--
-		} else {
-			line = line[:len(line)-1]
+		err = nil
+		if l.consumed >= budget {
+			l.unfinished, err = lineGoesOn(br)
+			if err != nil && !errors.Is(err, io.EOF) {
+				return cappedLine{}, err
+			}
+			break
 		}
-	}
-	if dropped > 0 {
-		cut := len(line)
-		for i := len(line) - 1; i >= 0 && i >= len(line)-utf8.UTFMax; i-- {
-			if utf8.RuneStart(line[i]) {
-				if !utf8.FullRune(line[i:]) {
-					cut = i
-				}
-				break
+		if l.consumed-checked >= readCheckEvery {
+			checked = l.consumed
+			if err := ctx.Err(); err != nil {
+				return cappedLine{}, err
 			}
 		}
-		dropped += len(line) - cut
-		line = line[:cut]
 	}
-	return line, dropped, consumed, err
+	if len(last) > 0 && last[len(last)-1] == '\n' {
+		if l.dropped > 0 {
+			l.dropped--
+		} else {
+			l.text = l.text[:len(l.text)-1]
+		}
+	}
+	if l.dropped > 0 || l.unfinished {
+		l.text = trimPartialRune(l.text, &l.dropped)
+	}
+	return l, err
+}
+
+// lineGoesOn reports whether the line br stopped in has more than its
+// newline left; io.EOF means the line ended with the input.
+func lineGoesOn(br *bufio.Reader) (bool, error) {
+	b, err := br.Peek(1)
+	if err != nil {
+		return false, err
+	}
+	return b[0] != '\n', nil
+}
+
+// trimPartialRune shortens line to the start of a rune its end cuts,
+// adding the bytes taken off to dropped.
+func trimPartialRune(line []byte, dropped *int) []byte {
+	cut := len(line)
+	for i := len(line) - 1; i >= 0 && i >= len(line)-utf8.UTFMax; i-- {
+		if utf8.RuneStart(line[i]) {
+			if !utf8.FullRune(line[i:]) {
+				cut = i
+			}
+			break
+		}
+	}
+	*dropped += len(line) - cut
+	return line[:cut]
 }

@@ -4,9 +4,12 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -225,30 +228,157 @@ func TestReadFileCanceled(t *testing.T) {
 
 func TestReadCappedLine(t *testing.T) {
 	tests := []struct {
-		name        string
-		in          string
-		keep        int
-		wantLine    string
-		wantDropped int
-		wantN       int64
+		name           string
+		in             string
+		keep           int
+		budget         int64 // 0: no budget
+		wantLine       string
+		wantDropped    int
+		wantN          int64
+		wantUnfinished bool
 	}{
-		{"short", "abc\nrest", 10, "abc", 0, 4},
-		{"exactly keep with newline", "abcd\n", 4, "abcd", 0, 5},
-		{"longer than the buffer", strings.Repeat("z", 50) + "\n", 5, "zzzzz", 45, 51},
-		{"no newline at EOF", "abc", 10, "abc", 0, 3},
-		{"cut inside a rune", "ab€cd\n", 3, "ab", 5, 8},
-		{"empty input", "", 10, "", 0, 0},
+		{"short", "abc\nrest", 10, 0, "abc", 0, 4, false},
+		{"exactly keep with newline", "abcd\n", 4, 0, "abcd", 0, 5, false},
+		{"longer than the buffer", strings.Repeat("z", 50) + "\n", 5, 0, "zzzzz", 45, 51, false},
+		{"no newline at EOF", "abc", 10, 0, "abc", 0, 3, false},
+		{"cut inside a rune", "ab€cd\n", 3, 0, "ab", 5, 8, false},
+		{"empty input", "", 10, 0, "", 0, 0, false},
+		// The budget stops a line that goes on past it, after the buffer
+		// (16 bytes here) in which it ran out.
+		{"budget runs out inside the line", strings.Repeat("y", 50) + "\n", 5, 10, "yyyyy", 11, 16, true},
+		{"budget runs out inside a rune", strings.Repeat("y", 15) + "€" + strings.Repeat("y", 20), 20, 16, strings.Repeat("y", 15), 1, 16, true},
+		{"budget runs out before the newline", strings.Repeat("y", 16) + "\nnext", 5, 16, "yyyyy", 11, 16, false},
+		{"budget runs out at EOF", strings.Repeat("y", 16), 5, 16, "yyyyy", 11, 16, false},
+		{"line ends in the buffer the budget runs out in", strings.Repeat("y", 10) + "\nnext", 5, 5, "yyyyy", 5, 11, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			// 16 bytes is bufio's smallest buffer: long lines take several
 			// ReadSlice calls.
 			br := bufio.NewReaderSize(strings.NewReader(tt.in), 16)
-			line, dropped, n, _ := readCappedLine(br, tt.keep)
-			if string(line) != tt.wantLine || dropped != tt.wantDropped || n != tt.wantN {
-				t.Errorf("got (%q, %d, %d), want (%q, %d, %d)",
-					line, dropped, n, tt.wantLine, tt.wantDropped, tt.wantN)
+			budget := tt.budget
+			if budget == 0 {
+				budget = math.MaxInt64
+			}
+			l, err := readCappedLine(context.Background(), br, tt.keep, budget)
+			if err != nil && !errors.Is(err, io.EOF) {
+				t.Fatal(err)
+			}
+			if string(l.text) != tt.wantLine || l.dropped != tt.wantDropped || l.consumed != tt.wantN || l.unfinished != tt.wantUnfinished {
+				t.Errorf("got (%q, %d, %d, unfinished=%v), want (%q, %d, %d, unfinished=%v)",
+					l.text, l.dropped, l.consumed, l.unfinished, tt.wantLine, tt.wantDropped, tt.wantN, tt.wantUnfinished)
 			}
 		})
+	}
+}
+
+// endlessLine is one line without end: 'x' forever. It cancels its context
+// once it has handed out after bytes, as /stop would in the middle of a read.
+type endlessLine struct {
+	after  int64
+	read   int64
+	cancel context.CancelFunc
+}
+
+func (e *endlessLine) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = 'x'
+	}
+	e.read += int64(len(p))
+	if e.read >= e.after {
+		e.cancel()
+	}
+	return len(p), nil
+}
+
+// TestReadCappedLineSeesCancel: cancelling while one line is read ends the
+// read with ctx's error; without a look at ctx inside the line, the read
+// of an endless line would never return, so the budget is set high but
+// finite to keep the test from hanging if the look goes missing.
+func TestReadCappedLineSeesCancel(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	src := &endlessLine{after: 2 << 20, cancel: cancel}
+	br := bufio.NewReaderSize(src, 64<<10)
+	const budget = 64 << 20
+	l, err := readCappedLine(ctx, br, 100, budget)
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v after reading %s of the line, want context.Canceled", err, sizeString(src.read))
+	}
+	if src.read >= budget {
+		t.Errorf("read all %s of the budget after the cancel", sizeString(src.read))
+	}
+	if l.consumed != 0 {
+		t.Errorf("a canceled read returned a line of %d bytes", l.consumed)
+	}
+}
+
+// oneLongLine writes a file of size bytes that is one line: text, then a
+// sparse run of NUL bytes (past the binary sniff), which costs no disk.
+func oneLongLine(t *testing.T, fx *fsFixture, name string, size int64) {
+	t.Helper()
+	p := filepath.Join(fx.ws, name)
+	fsMustWrite(t, p, strings.Repeat("a", sniffLen+1))
+	if err := os.Truncate(p, size); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestReadFileScanCapInsideALine: the scan cap holds when the file is one
+// line longer than the cap; before, the whole line was read, however long.
+func TestReadFileScanCapInsideALine(t *testing.T) {
+	fx := newFSFixture(t)
+	fx.w.lim.readScan = 1 << 20
+	fx.w.lim.readLine = 10
+	oneLongLine(t, fx, "huge.txt", 64<<20)
+	got, err := fx.w.ReadFile(context.Background(), ReadArgs{Path: "huge.txt"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "     1\taaaaaaaaaa … [line cut]\n[stopped after the first 1 MiB of the file; read goes no further]\n"
+	if got != want {
+		t.Errorf("got\n%q\nwant\n%q", got, want)
+	}
+	_, err = fx.w.ReadFile(context.Background(), ReadArgs{Path: "huge.txt", Offset: 2})
+	if want := "read huge.txt: line 2 is beyond the first 1 MiB"; err == nil || !strings.HasPrefix(err.Error(), want) {
+		t.Errorf("offset 2: err = %v, want prefix %q", err, want)
+	}
+}
+
+// cancelAfterChecks is a context whose Err turns to context.Canceled after
+// it has said nil n times: /stop arriving while a tool is in the middle of
+// its work, at a point the test controls without timing. Only Err is
+// overridden; the tools under test poll it.
+type cancelAfterChecks struct {
+	context.Context
+	n atomic.Int64
+}
+
+func newCancelAfterChecks(n int64) *cancelAfterChecks {
+	c := &cancelAfterChecks{Context: context.Background()}
+	c.n.Store(n)
+	return c
+}
+
+func (c *cancelAfterChecks) Err() error {
+	if c.n.Add(-1) < 0 {
+		return context.Canceled
+	}
+	return nil
+}
+
+// TestReadFileCanceledInsideALine: a read cancelled while it is inside one
+// long line returns ctx's error, not a result. The scan cap is lifted so
+// that only the cancel can stop it.
+func TestReadFileCanceledInsideALine(t *testing.T) {
+	fx := newFSFixture(t)
+	fx.w.lim.readScan = 1 << 40
+	oneLongLine(t, fx, "huge.txt", 32<<20)
+	// A few looks at ctx happen before the first line; the rest, one a
+	// MiB, inside it.
+	ctx := newCancelAfterChecks(8)
+	got, err := fx.w.ReadFile(ctx, ReadArgs{Path: "huge.txt"})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v (result %.80q), want context.Canceled", err, got)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"path"
 	"path/filepath"
 	"regexp"
+	"regexp/syntax"
 	"slices"
 	"strings"
 	"syscall"
@@ -138,14 +139,13 @@ func (w *Workspace) describe(rel string, d fs.DirEntry) string {
 // byte in the first 8 KiB) and files over 1 MiB; a file named by Path is
 // searched even if it is a symlink within the workspace. At most 200 matches
 // are returned and 512 bytes of each line; notes say what was cut or
-// skipped. Grep stops early when ctx is done.
+// skipped. A pattern whose compiled program is larger than maxGrepProg is
+// refused. Grep stops, with ctx's error, when ctx is done, also in the
+// middle of a file or of a long line.
 func (w *Workspace) Grep(ctx context.Context, a GrepArgs) (string, error) {
-	if a.Pattern == "" {
-		return "", errors.New("grep: pattern is empty")
-	}
-	re, err := regexp.Compile(a.Pattern)
+	re, err := compileGrep(a.Pattern)
 	if err != nil {
-		return "", fmt.Errorf("grep: %w", err)
+		return "", err
 	}
 	p := a.Path
 	if p == "" {
@@ -156,6 +156,9 @@ func (w *Workspace) Grep(ctx context.Context, a GrepArgs) (string, error) {
 		return "", err
 	}
 	g := &grepper{w: w, re: re}
+	if prefix, _ := re.LiteralPrefix(); prefix != "" {
+		g.prefix = []byte(prefix)
+	}
 	if a.Glob != "" {
 		if g.glob, err = w.globSegs(a.Glob); err != nil {
 			return "", fmt.Errorf("grep: glob: %w", err)
@@ -175,24 +178,60 @@ func (w *Workspace) Grep(ctx context.Context, a GrepArgs) (string, error) {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
-			return g.file(rel)
+			return g.file(ctx, rel)
 		})
 		if err != nil {
 			return "", fsError("grep", name, err)
 		}
 	} else {
 		g.single = true
-		if err := g.file(name); err != nil && !errors.Is(err, fs.SkipAll) {
+		if err := g.file(ctx, name); err != nil && !errors.Is(err, fs.SkipAll) {
 			return "", err
 		}
 	}
 	return g.result(st), nil
 }
 
+// maxGrepProg is the largest compiled program, in instructions, a grep
+// pattern may have. Go's regexp runs in time proportional to the length of
+// the text times the program size, and a legal pattern can be huge:
+// (?s).{1000}.{1000}… costs a thousand steps a byte per repeat. 5000
+// leaves room for what people write, an alternation of some 400 words
+// (about one instruction a character) or a{1,1000}, while bounding the
+// cost of a 1 MiB file to what cancellation can interrupt in time.
+const maxGrepProg = 5000
+
+// compileGrep compiles a grep pattern, refusing one too costly to run.
+func compileGrep(pattern string) (*regexp.Regexp, error) {
+	if pattern == "" {
+		return nil, errors.New("grep: pattern is empty")
+	}
+	re, err := regexp.Compile(pattern)
+	if err != nil {
+		return nil, fmt.Errorf("grep: %w", err)
+	}
+	// The same steps regexp.Compile takes, to see the program it built.
+	parsed, err := syntax.Parse(pattern, syntax.Perl)
+	if err != nil {
+		return nil, fmt.Errorf("grep: %w", err)
+	}
+	prog, err := syntax.Compile(parsed.Simplify())
+	if err != nil {
+		return nil, fmt.Errorf("grep: %w", err)
+	}
+	if n := len(prog.Inst); n > maxGrepProg {
+		return nil, fmt.Errorf("grep: pattern is too complex (%d regexp instructions, the limit is %d); use smaller repeat counts such as {1,100} instead of {1000}, or fewer alternatives", n, maxGrepProg)
+	}
+	return re, nil
+}
+
 // grepper holds the state of one Grep call.
 type grepper struct {
-	w        *Workspace
-	re       *regexp.Regexp
+	w  *Workspace
+	re *regexp.Regexp
+	// prefix, when not nil, begins every match: a file without it has no
+	// matching line and is not searched line by line.
+	prefix   []byte
 	glob     []string
 	globPath bool // match glob against the whole path, not the file name
 	single   bool // Path named one file: report why it was not searched
@@ -214,10 +253,12 @@ func (g *grepper) wants(rel string) bool {
 	return matchGlobSegs(g.glob, []string{path.Base(rel)})
 }
 
-// file searches one file. It returns fs.SkipAll once the match cap is
-// reached and, when the file was named by Path, an error saying why it could
-// not be searched; in a walk such files are counted instead.
-func (g *grepper) file(rel string) error {
+// file searches one file, a line at a time: the pattern is matched
+// against each line on its own, so ^ and $ mean the line's start and end.
+// It returns fs.SkipAll once the match cap is reached, ctx's error when ctx
+// is done and, when the file was named by Path, an error saying why it
+// could not be searched; in a walk such files are counted instead.
+func (g *grepper) file(ctx context.Context, rel string) error {
 	data, err := g.read(rel)
 	if err != nil {
 		if g.single {
@@ -225,14 +266,21 @@ func (g *grepper) file(rel string) error {
 		}
 		return nil
 	}
-	if !g.re.Match(data) {
+	if g.prefix != nil && !bytes.Contains(data, g.prefix) {
 		return nil
 	}
 	lineNo := 0
 	for line := range bytes.Lines(data) {
 		lineNo++
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		line = bytes.TrimSuffix(line, []byte("\n"))
-		if !g.re.Match(line) {
+		ok, err := matchLine(ctx, g.re, line)
+		if err != nil {
+			return err
+		}
+		if !ok {
 			continue
 		}
 		if len(g.matches) == g.w.lim.grepMatches {
@@ -246,6 +294,48 @@ func (g *grepper) file(rel string) error {
 		g.matches = append(g.matches, fmt.Sprintf("%s:%d:%s", rel, lineNo, text))
 	}
 	return nil
+}
+
+// grepShortLine is the longest line matched in one uninterruptible call:
+// at maxGrepProg instructions it costs a few tens of milliseconds at most.
+// A longer line is fed to the matcher through a reader that watches ctx.
+const grepShortLine = 1 << 10
+
+// matchLine reports whether re matches line, or returns ctx's error if ctx
+// is done before it can tell.
+func matchLine(ctx context.Context, re *regexp.Regexp, line []byte) (bool, error) {
+	if len(line) <= grepShortLine {
+		return re.Match(line), nil
+	}
+	r := &ctxRuneReader{ctx: ctx, r: bytes.NewReader(line)}
+	ok := re.MatchReader(r)
+	if r.err != nil {
+		return false, r.err
+	}
+	return ok, nil
+}
+
+// ctxRuneReader reads runes from r until ctx is done, then reports the end
+// of the input, which ends a match in progress; err says why it ended. A
+// bytes.Reader decodes runes as regexp does a []byte, invalid UTF-8
+// included, so a match reads the same either way.
+type ctxRuneReader struct {
+	ctx context.Context
+	r   *bytes.Reader
+	n   int
+	err error
+}
+
+func (c *ctxRuneReader) ReadRune() (rune, int, error) {
+	if c.err != nil {
+		return 0, 0, io.EOF
+	}
+	if c.n++; c.n%grepShortLine == 0 {
+		if c.err = c.ctx.Err(); c.err != nil {
+			return 0, 0, io.EOF
+		}
+	}
+	return c.r.ReadRune()
 }
 
 // read loads a file Grep may search, counting the ones it may not.

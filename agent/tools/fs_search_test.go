@@ -1,9 +1,11 @@
 package tools
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -212,6 +214,23 @@ func TestGrep(t *testing.T) {
 			args: GrepArgs{Pattern: "nothing-like-this"},
 			want: "[no matches]\n",
 		},
+		// The pattern is matched against each line on its own, so ^ and $
+		// (and \A, \z) are a line's start and end, on every line.
+		{
+			name: "^ anchors at each line",
+			args: GrepArgs{Pattern: "^func"},
+			want: "cmd/tool/tool.go:3:func run() {}\nmain.go:3:func main() { run() }\n",
+		},
+		{
+			name: "$ anchors at each line",
+			args: GrepArgs{Pattern: `run it$|\Agamma`},
+			want: "README.md:2:run it\nsrc/b/c.txt:1:gamma run\n",
+		},
+		{
+			name: "a match does not span lines",
+			args: GrepArgs{Pattern: `(?s)demo.run`},
+			want: "[no matches]\n",
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -284,5 +303,110 @@ func TestGrepErrors(t *testing.T) {
 		if err == nil || err.Error() != tt.wantErr {
 			t.Errorf("grep %+v: err = %v, want %q", tt.args, err, tt.wantErr)
 		}
+	}
+}
+
+func TestGrepPatternCost(t *testing.T) {
+	words := make([]string, 400)
+	for i := range words {
+		// Distinct words without shared prefixes cost about one
+		// instruction a character.
+		words[i] = fmt.Sprintf("%c%c%cword%03d", 'a'+i%26, 'a'+i/26%26, 'a'+i%7, i)
+	}
+	allowed := []string{
+		`\brun\b`,
+		`(?i)\b(todo|fixme|xxx|hack)\b:?`,
+		`[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}`,
+		`^.{1000,}$`,
+		`a{1,1000}`,
+		`\w{1,255}`,
+		`\b(` + strings.Join(words, "|") + `)\b`,
+		`(?i)\b(` + strings.Join(words, "|") + `)\b`,
+	}
+	fx := newFSFixture(t)
+	fsTree(fx)
+	for _, p := range allowed {
+		if _, err := fx.w.Grep(context.Background(), GrepArgs{Pattern: p}); err != nil {
+			t.Errorf("grep %.60q: %v, want it allowed", p, err)
+		}
+	}
+	refused := []string{
+		// The audit's: quadratic in the line length, hours on 1 MiB.
+		"(?s)" + strings.Repeat(".{1000}", 20) + "$",
+		strings.Repeat(".{1000}", 6),
+		strings.Repeat("(a{1,1000})", 3),
+	}
+	for _, p := range refused {
+		_, err := fx.w.Grep(context.Background(), GrepArgs{Pattern: p})
+		if want := "grep: pattern is too complex ("; err == nil || !strings.HasPrefix(err.Error(), want) {
+			t.Errorf("grep %.60q: err = %v, want prefix %q", p, err, want)
+		}
+	}
+}
+
+// TestGrepCanceledInsideAFile: a cancel that arrives while one file is
+// searched stops the search with ctx's error, between lines and inside a
+// long line; before, matching a file ran to its end whatever ctx said.
+func TestGrepCanceledInsideAFile(t *testing.T) {
+	fx := newFSFixture(t)
+	fx.file("lines.txt", strings.Repeat("ordinary text line of a log file\n", 20000))
+	fx.file("one-line.txt", strings.Repeat("ordinary text without an end ", 20000))
+	for _, tt := range []struct{ path, pattern string }{
+		{"lines.txt", "text"},
+		{"lines.txt", `[xyz]\d`}, // no literal prefix to skip the file by
+		{"one-line.txt", `[xyz]\d`},
+		{".", `[xyz]\d`},
+	} {
+		// Fewer looks at ctx than there are lines or KiB in the file.
+		ctx := newCancelAfterChecks(8)
+		got, err := fx.w.Grep(ctx, GrepArgs{Pattern: tt.pattern, Path: tt.path})
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("grep %q in %s: err = %v (result %.60q), want context.Canceled", tt.pattern, tt.path, err, got)
+		}
+	}
+}
+
+// TestMatchLineLongLines: a long line goes through the ctx-watching reader;
+// it must match exactly as the line itself would.
+func TestMatchLineLongLines(t *testing.T) {
+	pad := strings.Repeat("p", 3*grepShortLine)
+	lines := []string{
+		"start" + pad + "end",
+		pad + " word " + pad,
+		pad + "caf\xe9" + pad, // invalid UTF-8
+		pad + "€" + pad,
+		pad,
+	}
+	patterns := []string{`^start`, `^p`, `end$`, `p$`, `\bword\b`, `\Bword`, `\x{FFFD}`, `€`, `^p+$`, `start.*end`, `\Aend`, `word\z`}
+	for _, p := range patterns {
+		re := regexp.MustCompile(p)
+		for i, line := range lines {
+			got, err := matchLine(context.Background(), re, []byte(line))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := re.Match([]byte(line)); got != want {
+				t.Errorf("matchLine(%q, line %d) = %v, want %v", p, i, got, want)
+			}
+		}
+	}
+}
+
+// TestCtxRuneReaderStops: once ctx is done the reader ends the input within
+// grepShortLine runes, which is what stops a match in a long line early.
+func TestCtxRuneReaderStops(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	const size = 100 * grepShortLine
+	r := &ctxRuneReader{ctx: ctx, r: bytes.NewReader(bytes.Repeat([]byte("é"), size))}
+	n := 0
+	for {
+		if _, _, err := r.ReadRune(); err != nil {
+			break
+		}
+		n++
+	}
+	if n > grepShortLine || !errors.Is(r.err, context.Canceled) {
+		t.Errorf("read %d of %d runes after the cancel, err %v; want at most %d and context.Canceled", n, size, r.err, grepShortLine)
 	}
 }

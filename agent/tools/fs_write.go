@@ -81,9 +81,10 @@ func (w *Workspace) WriteFile(ctx context.Context, a WriteArgs) (string, error) 
 
 // EditFile replaces the one occurrence of Old in the file at Path with New.
 // Old must match the file byte for byte exactly once; with no match or with
-// several the file is left alone and the error says how many there were. The
-// file is rewritten atomically, and symlinks are handled, as by WriteFile.
-// Files over 4 MiB and binary files are refused.
+// several the file is left alone and the error says how many there were,
+// counted up to maxEditCount ("100+ times"). The file is rewritten
+// atomically, and symlinks are handled, as by WriteFile. Files over 4 MiB
+// and binary files are refused.
 func (w *Workspace) EditFile(ctx context.Context, a EditArgs) (string, error) {
 	if err := ctx.Err(); err != nil {
 		return "", err
@@ -113,6 +114,8 @@ func (w *Workspace) EditFile(ctx context.Context, a EditArgs) (string, error) {
 	switch {
 	case n == 0:
 		return "", fmt.Errorf("edit %s: old text not found (0 matches); it must match the file exactly, whitespace and indentation included, without line numbers", name)
+	case n >= maxEditCount:
+		return "", fmt.Errorf("edit %s: old text matches %d+ times; include more of the surrounding text so it matches exactly once", name, n)
 	case n > 1:
 		return "", fmt.Errorf("edit %s: old text matches %d times; include more of the surrounding text so it matches exactly once", name, n)
 	}
@@ -160,16 +163,22 @@ func (w *Workspace) readForEdit(target, name string) (string, fs.FileMode, error
 	return string(data), fi.Mode().Perm(), nil
 }
 
+// maxEditCount is where indexOnce stops counting. Counting every
+// overlapping occurrence costs up to len(s) times len(sub) byte comparisons
+// (seconds for 4 MiB of "a" against 32 KiB of "a"); a few searches are
+// enough to tell the model its Old text is ambiguous.
+const maxEditCount = 100
+
 // indexOnce returns where sub first occurs in s and how many times it occurs,
-// overlapping occurrences included: "aa" occurs twice in "aaa", and replacing
-// either would be a guess.
+// overlapping occurrences included ("aa" occurs twice in "aaa", and replacing
+// either would be a guess), counting no further than maxEditCount.
 func indexOnce(s, sub string) (first, n int) {
 	first = strings.Index(s, sub)
 	if first < 0 {
 		return -1, 0
 	}
-	for i := first; i >= 0; {
-		n++
+	n = 1
+	for i := first; n < maxEditCount; n++ {
 		j := strings.Index(s[i+1:], sub)
 		if j < 0 {
 			break

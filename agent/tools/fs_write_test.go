@@ -210,11 +210,15 @@ func TestIndexOnce(t *testing.T) {
 		{"abab", "ab", 0, 2},
 		{"aaa", "aa", 0, 2},
 		{"aaaa", "a", 0, 4},
+		{strings.Repeat("a", maxEditCount-1), "a", 0, maxEditCount - 1},
+		{strings.Repeat("a", maxEditCount), "a", 0, maxEditCount},
+		{strings.Repeat("a", 10*maxEditCount), "a", 0, maxEditCount}, // counting stops
+		{"x" + strings.Repeat("a", 1<<20), strings.Repeat("a", 4<<10), 1, maxEditCount},
 	}
 	for _, tt := range tests {
 		first, n := indexOnce(tt.s, tt.sub)
 		if first != tt.first || n != tt.n {
-			t.Errorf("indexOnce(%q, %q) = %d, %d; want %d, %d", tt.s, tt.sub, first, n, tt.first, tt.n)
+			t.Errorf("indexOnce(%.40q, %.40q) = %d, %d; want %d, %d", tt.s, tt.sub, first, n, tt.first, tt.n)
 		}
 	}
 }
@@ -269,5 +273,24 @@ func TestWriteFileNewFileHonoursUmask(t *testing.T) {
 		if got := fi.Mode().Perm(); got != c.want {
 			t.Errorf("umask %03o: new file is %v, want %v", c.umask, got, c.want)
 		}
+	}
+}
+
+// TestEditFileManyOverlappingMatches: an Old text that overlaps itself all
+// through a large file is reported as matching 100+ times. Counting every
+// overlapping match took time proportional to the file size times the
+// length of Old (the audit's 4 MiB file and 32 KiB Old took 5 s), without
+// a look at ctx.
+func TestEditFileManyOverlappingMatches(t *testing.T) {
+	fx := newFSFixture(t)
+	src := strings.Repeat("a", 1<<20-1) + "\n"
+	fx.file("a.txt", src)
+	_, err := fx.w.EditFile(context.Background(), EditArgs{Path: "a.txt", Old: strings.Repeat("a", 8<<10), New: "b"})
+	want := "edit a.txt: old text matches 100+ times; include more of the surrounding text so it matches exactly once"
+	if err == nil || err.Error() != want {
+		t.Errorf("err = %v, want %q", err, want)
+	}
+	if fx.read("a.txt") != src {
+		t.Error("the file changed")
 	}
 }
