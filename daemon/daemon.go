@@ -178,9 +178,16 @@ func (d *Daemon) serve(ctx context.Context, ctl *control.Server, gws []gateways.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	d.bgCtx = ctx
+	// The reaper outlives everything else, the shutdown grace included:
+	// a command that an agent turn starts in the grace leaves orphans
+	// too. It stops last, after the background work.
+	reapCtx, stopReaping := context.WithCancel(context.WithoutCancel(ctx))
+	var reaping sync.WaitGroup
+	reaping.Go(func() { d.reaper.Run(reapCtx) })
+	defer reaping.Wait()
+	defer stopReaping()
 	defer d.bg.Wait()
 	var wg sync.WaitGroup
-	wg.Go(func() { d.reaper.Run(ctx) })
 	wg.Go(func() {
 		if err := ctl.Serve(ctx); err != nil {
 			d.Log.Error("control socket stopped", "err", err)

@@ -21,7 +21,8 @@ const DefaultMaxOutput = 64 << 10
 // waitDelay bounds how long RunBash waits for the output pipes to close once
 // the command has exited or been killed. By then every process killTree
 // could trace to the command is dead, so only one that escaped it (see
-// RunBash) can still hold them; it must not be able to hang the call.
+// RunBash) can still hold them; it must not be able to hang the call. It
+// also bounds how long killTree waits for what it killed to exit.
 const waitDelay = 2 * time.Second
 
 // errTimeout is the cancellation cause of BashOptions.Timeout, which tells a
@@ -37,6 +38,8 @@ type BashOptions struct {
 	// Reaper, when the daemon is a subreaper, keeps its orphan reaping away
 	// from this command's own exit status.
 	Reaper *Reaper
+
+	pause func(killPhase) // tests only: see treeKill.pause
 }
 
 // BashResult is what a finished command left behind.
@@ -68,14 +71,24 @@ type BashResult struct {
 // fork): they are found by their session, by the tag and, when latch is a
 // subreaper, as orphans it adopted (killTree has the rules).
 //
+// A PID namespace of the command's own (unshare -p) is no way out: its init
+// is one of the command's processes, and killing it kills the namespace.
+// Nor is a process the SIGSTOP does not hold (a ptrace tracer can swallow
+// it for its tracee): after maxStopRounds the walk kills what it found.
+//
 // What can escape: a process that leaves the session and drops the tag
-// before the kill finds it, when latch is not a subreaper (with one, such an
-// orphan is killed too, though when another command that started before it
-// is still running, only at the end of the last such command); a process
-// handed to another service manager (systemd-run, at); and everything left
-// when latch itself is SIGKILLed, which cannot clean up (under systemd,
-// KillMode=mixed kills what is left in the service's cgroup). Containing
-// those would take a cgroup per command.
+// (or makes its environment unreadable) before the kill finds it, when
+// latch is not a subreaper (with one, such an orphan is killed too, though
+// when another command that started before it is still running, only at
+// the end of the last such command); a process that replaces itself with
+// a fresh child over and over, faster than the walk can stop one (a few
+// lines of C do it: the walk ends at the first look that misses it, which
+// in a test was half the time); a process running as another user
+// (sudo), which latch may not signal; a process handed to another service
+// manager (systemd-run, at); and everything left when latch itself is
+// SIGKILLed, which cannot clean up (under systemd, KillMode=mixed kills
+// what is left in the service's cgroup). Containing those would take a
+// cgroup per command (or a PID namespace of latch's making).
 //
 // The error is non-nil only when the command could not be started (no shell,
 // bad directory) or waited for; a non-zero exit is reported in the result.
@@ -146,7 +159,7 @@ func newCommand(runCtx context.Context, shell, command string, opts BashOptions,
 	// the command without a controlling terminal, which it has no use for.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	cmd.WaitDelay = waitDelay
-	j := &job{cmd: cmd, tag: tag, reaper: opts.Reaper}
+	j := &job{cmd: cmd, tag: tag, reaper: opts.Reaper, pause: opts.pause}
 	cmd.Cancel = j.cancel
 	return cmd, j
 }
@@ -182,6 +195,7 @@ type job struct {
 	cmd    *exec.Cmd
 	tag    string  // LATCH_JOB=<random>, in the environment of its processes
 	reaper *Reaper // nil unless latch is a subreaper
+	pause  func(killPhase)
 
 	mu      sync.Mutex
 	shell   procID // the started shell; see shellID
@@ -227,7 +241,7 @@ func (j *job) cancel() error {
 	if j.reaping {
 		return os.ErrProcessDone
 	}
-	killTree(j.shellID(), j.tag, j.reaper)
+	killTree(j.shellID(), j.tag, j.reaper, j.pause)
 	j.ctxKill = true
 	return nil
 }
@@ -252,11 +266,11 @@ func (j *job) wait() error {
 		// children); fall back to killing after Wait and accept the tiny
 		// window in which the shell's pid, the session id, could be reused.
 		waitErr := j.cmd.Wait()
-		killTree(shell, j.tag, j.reaper)
+		killTree(shell, j.tag, j.reaper, j.pause)
 		return waitErr
 	}
 	j.mu.Lock()
-	killTree(shell, j.tag, j.reaper)
+	killTree(shell, j.tag, j.reaper, j.pause)
 	j.reaping = true
 	j.mu.Unlock()
 	return j.cmd.Wait()

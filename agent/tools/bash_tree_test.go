@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -33,9 +34,13 @@ type escapeCase struct {
 // takes without trying to: GNU timeout's setpgid(0,0) (when bash does not
 // exec it directly), a `set -m` job, setsid, a double fork into a new
 // session; and, leaving one trace each, a new group and a new session whose
-// environment lost the LATCH_JOB tag.
+// environment lost the LATCH_JOB tag; and a process in a session of its own
+// that starts a new child whenever its child dies, with and without the tag.
 func escapeCases(token string) []escapeCase {
 	park := fmt.Sprintf("echo $$ >> pids; exec sleep %s", token)
+	// The respawner gives up after 100 children, so one that escaped a
+	// broken kill cannot run on for long after the test.
+	respawn := shellQuote(fmt.Sprintf(`echo $$ >> pids; i=0; while [ $i -lt 100 ]; do sh -c %s; i=$((i+1)); done`, shellQuote(park)))
 	return []escapeCase{
 		{"GNU timeout",
 			fmt.Sprintf("timeout 60 sh -c 'echo $PPID >> pids; %s' &", park),
@@ -55,6 +60,12 @@ func escapeCases(token string) []escapeCase {
 		{"new session without the tag",
 			fmt.Sprintf("setsid env -u %s sh -c '%s' &", jobEnv, park),
 			fmt.Sprintf("setsid env -u %s sh -c '%s' & wait", jobEnv, park), 1, true},
+		{"respawner in a new session",
+			fmt.Sprintf("setsid sh -c %s &", respawn),
+			fmt.Sprintf("setsid sh -c %s & wait", respawn), 2, false},
+		{"respawner without the tag",
+			fmt.Sprintf("setsid env -u %s sh -c %s &", jobEnv, respawn),
+			fmt.Sprintf("setsid env -u %s sh -c %s & wait", jobEnv, respawn), 2, true},
 	}
 }
 
@@ -239,6 +250,18 @@ func liveWithToken(pid int, token string) bool {
 	return err == nil && bytes.Contains(cmdline, []byte(token))
 }
 
+// liveByToken lists the live processes whose command line holds token.
+func liveByToken(token string) []int {
+	procs, _ := scanProcs()
+	var alive []int
+	for _, p := range procs {
+		if liveWithToken(p.pid, token) {
+			alive = append(alive, p.pid)
+		}
+	}
+	return alive
+}
+
 // readPIDs reads the pids file of a command that has finished; fewer than
 // n pids means the command did not get far enough to prove anything.
 func readPIDs(t *testing.T, dir string, n int) []int {
@@ -261,17 +284,18 @@ func readPIDs(t *testing.T, dir string, n int) []int {
 	return pids
 }
 
-// requireDead polls until none of pids runs anymore; SIGKILL takes a moment
-// to land on a stopped process.
+// requireDead polls until none of pids, and no other process whose command
+// line holds token (one started after pids was read: a respawned child),
+// runs anymore; SIGKILL takes a moment to land on a stopped process.
 func requireDead(t *testing.T, pids []int, token string) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		var alive []int
+		alive := liveByToken(token)
 		for _, pid := range pids {
-			if liveWithToken(pid, token) {
+			if liveWithToken(pid, token) && !slices.Contains(alive, pid) {
 				alive = append(alive, pid)
 			}
 		}

@@ -32,13 +32,21 @@ func BecomeSubreaper() error {
 type Reaper struct {
 	mu      sync.Mutex
 	tracked map[int]uint64 // shell pid → its start time (procID.start)
+	// ended wakes Run when a command ends, so that after its context is
+	// done it notices that the last one has.
+	ended chan struct{}
 }
 
 // NewReaper returns a Reaper; pass it to RunBash through BashOptions.
-func NewReaper() *Reaper { return &Reaper{tracked: make(map[int]uint64)} }
+func NewReaper() *Reaper {
+	return &Reaper{tracked: make(map[int]uint64), ended: make(chan struct{}, 1)}
+}
 
 // start starts cmd with the reaper locked, so the child is tracked before
-// the reaper could ever see it exit.
+// the reaper could ever see it exit. The returned release, called once the
+// command is over and its shell reaped, also reaps what the command's end
+// killed: killTree waits for those to exit, so they are zombies by then,
+// and they must not wait for Run, which may have returned.
 func (r *Reaper) start(cmd *exec.Cmd) (release func(), err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -54,7 +62,19 @@ func (r *Reaper) start(cmd *exec.Cmd) (release func(), err error) {
 		r.mu.Lock()
 		delete(r.tracked, pid)
 		r.mu.Unlock()
+		r.Reap()
+		select {
+		case r.ended <- struct{}{}:
+		default: // Run has a wake-up pending already
+		}
 	}, nil
+}
+
+// busy reports whether a command started through r is still running.
+func (r *Reaper) busy() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.tracked) > 0
 }
 
 // Reap reaps every zombie child of this process that nobody else waits
@@ -98,21 +118,33 @@ func (r *Reaper) running(except int) map[int]uint64 {
 	return out
 }
 
-// Run reaps on every SIGCHLD, and every 10 s as a backstop, until ctx ends.
+// Run reaps on every SIGCHLD, and every 10 s as a backstop, until ctx ends
+// and no command started through r is running. A daemon cancels ctx when
+// it begins to stop, but the commands it lets finish in its shutdown grace
+// still leave orphans that exit, and kill more when they end; those must
+// not stay zombies until the process exits. Each command's end reaps what
+// it killed, so a command that starts after Run has returned leaves no
+// zombies behind either, only its orphans that exit on their own stay
+// zombies until it ends.
 func (r *Reaper) Run(ctx context.Context) {
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGCHLD)
 	defer signal.Stop(sig)
 	tick := time.NewTicker(10 * time.Second)
 	defer tick.Stop()
+	done := ctx.Done()
 	for {
 		select {
-		case <-ctx.Done():
-			return
+		case <-done:
+			done = nil // from now on, only until the last command ends
 		case <-sig:
 		case <-tick.C:
+		case <-r.ended:
 		}
 		r.Reap()
+		if done == nil && !r.busy() {
+			return
+		}
 	}
 }
 

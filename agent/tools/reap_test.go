@@ -103,6 +103,106 @@ func TestReaperReapsAdoptedOrphans(t *testing.T) {
 	}
 }
 
+// TestReaperOutlivesItsContextWhileCommandsRun: a daemon cancels the
+// reaper's context when it begins to stop, and then lets running commands
+// finish for its shutdown grace. An orphan of such a command that exits
+// meanwhile must still be reaped, and Run must return only once the last
+// command has ended. Before, Run returned at once and the orphan stayed a
+// zombie as long as the process lived.
+func TestReaperOutlivesItsContextWhileCommandsRun(t *testing.T) {
+	token, child := inSubreaper(t, "TestReaperOutlivesItsContextWhileCommandsRun")
+	if !child {
+		return
+	}
+	if err := BecomeSubreaper(); err != nil {
+		t.Fatal(err)
+	}
+	r := NewReaper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ran := make(chan struct{})
+	go func() {
+		defer close(ran)
+		r.Run(ctx)
+	}()
+	dir := t.TempDir()
+	command := fmt.Sprintf("(setsid sh -c 'echo $$ > pid.tmp; mv pid.tmp pid; until [ -e die ]; do sleep 0.01; done # %s' &)\n"+
+		"until [ -e go ]; do sleep 0.01; done", token)
+	done := make(chan BashResult, 1)
+	go func() {
+		res, err := RunBash(context.Background(), BashOptions{Dir: dir, Reaper: r, Timeout: time.Minute}, command)
+		if err != nil {
+			t.Errorf("RunBash: %v", err)
+		}
+		done <- res
+	}()
+	pid := waitForPID(t, filepath.Join(dir, "pid"), done)
+	waitUntil(t, "the orphan to be adopted by the subreaper", func() bool {
+		p, ok := readProc(pid)
+		return ok && p.ppid == os.Getpid()
+	})
+
+	cancel() // the daemon begins to stop; the command runs on in the grace
+	touch(t, filepath.Join(dir, "die"))
+	waitUntil(t, "the orphan that exited in the grace to be reaped", func() bool {
+		_, err := os.Stat("/proc/" + strconv.Itoa(pid))
+		return os.IsNotExist(err)
+	})
+	select {
+	case <-ran:
+		t.Fatal("Run returned while a command was still running")
+	default:
+	}
+
+	touch(t, filepath.Join(dir, "go"))
+	if res := <-done; res.ExitCode != 0 {
+		t.Fatalf("RunBash = %+v", res)
+	}
+	select {
+	case <-ran:
+	case <-time.After(hangLimit):
+		t.Fatalf("Run still running %v after the last command ended", hangLimit)
+	}
+}
+
+// TestRunBashReapsWhatItKilled: the orphans a command's end kills are
+// reaped by the time RunBash returns, without waiting for Run, which may
+// have returned already (a command that an agent turn starts in the
+// shutdown grace) or, as here, never ran. Before, they stayed zombies.
+func TestRunBashReapsWhatItKilled(t *testing.T) {
+	token, child := inSubreaper(t, "TestRunBashReapsWhatItKilled")
+	if !child {
+		return
+	}
+	if err := BecomeSubreaper(); err != nil {
+		t.Fatal(err)
+	}
+	r := NewReaper()
+	for _, mode := range []string{"timeout", "stop", "exit"} {
+		t.Run(mode, func(t *testing.T) {
+			tc := untaggedOrphan(token)
+			dir := t.TempDir()
+			runEscapeMode(t, mode, BashOptions{Dir: dir, Reaper: r}, tc)
+			pids := readPIDs(t, dir, tc.n)
+			waitUntil(t, "the killed orphans to be reaped", func() bool {
+				for _, pid := range pids {
+					if _, err := os.Stat("/proc/" + strconv.Itoa(pid)); !os.IsNotExist(err) {
+						return false
+					}
+				}
+				return true
+			})
+		})
+	}
+}
+
+func touch(t *testing.T, path string) {
+	t.Helper()
+	if err := os.WriteFile(path, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestRunBashKillsUntaggedOrphans: an orphan that left the session and
 // dropped the LATCH_JOB tag carries nothing of its command but having been
 // adopted by latch. Alone, the command must kill it when it times out, is
@@ -243,11 +343,8 @@ func untaggedOrphan(token string) escapeCase {
 // killByToken SIGKILLs every process whose command line holds token, so
 // that a failing subreaper child leaves nothing running.
 func killByToken(token string) {
-	procs, _ := scanProcs()
-	for _, p := range procs {
-		if liveWithToken(p.pid, token) {
-			_ = syscall.Kill(p.pid, syscall.SIGKILL)
-		}
+	for _, pid := range liveByToken(token) {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -24,6 +25,24 @@ const jobEnv = "LATCH_JOB"
 // finds, so a finite tree needs a handful; the bound is only there so a
 // process table that never settles cannot keep the call forever.
 const maxTreeRounds = 1000
+
+// maxStopRounds is how many rounds killTree spends stopping what it finds
+// before it kills what it has found even though new processes keep
+// turning up. A tree whose processes stay stopped settles in a few
+// rounds; one that does not has a process the SIGSTOP did not hold (a
+// ptrace tracer can swallow it and let its tracee fork on), and only
+// SIGKILL, which nothing can swallow, ends that.
+const maxStopRounds = 50
+
+// killPhase names a point between two steps of killTree.
+type killPhase int
+
+const (
+	// phaseLooked: a round has read /proc and claimed what it found.
+	phaseLooked killPhase = iota
+	// phaseStopped: the round has sent SIGSTOP to what was new.
+	phaseStopped
+)
 
 // newJobTag returns a fresh "LATCH_JOB=<128 random bits>" entry.
 func newJobTag() string {
@@ -129,6 +148,12 @@ type treeKill struct {
 	root   procID // the shell, as it was when it started
 	tag    string
 	reaper *Reaper
+	// pause, when set, runs at each phase. Tests use it to let the
+	// command's processes act at the worst moment a scheduler could pick.
+	pause func(killPhase)
+	// exitBy bounds how long the kills wait for what they killed to exit;
+	// set by the first kill.
+	exitBy time.Time
 
 	self, selfSid, selfPgrp int
 	sessions                map[int]bool
@@ -143,11 +168,17 @@ type treeKill struct {
 // the rounds go on until one finds nothing left to kill. A process forked
 // between a look and its parent's SIGSTOP is found by the next round as
 // long as it stays in the tree, keeps the tag or the session, or is adopted
-// by latch. The shell's session id is its pid: the caller guarantees that
-// the shell is unreaped, or accepts that the pid may have been reused.
-func killTree(root procID, tag string, reaper *Reaper) {
+// by latch. Stopping first is what keeps the tree: a parent killed before
+// its new child was seen would hand the child to init, and a child that
+// also left the session and dropped the tag could no longer be told apart.
+// If new processes still turn up after maxStopRounds, what was found is
+// killed anyway. Each kill waits (up to waitDelay in all) for what it
+// killed to exit, so the next look sees the orphans it left and the caller
+// can reap them. The shell's session id is its pid: the caller guarantees
+// that the shell is unreaped, or accepts that the pid may have been reused.
+func killTree(root procID, tag string, reaper *Reaper, pause func(killPhase)) {
 	k := &treeKill{
-		root: root, tag: tag, reaper: reaper,
+		root: root, tag: tag, reaper: reaper, pause: pause,
 		self: os.Getpid(), selfPgrp: syscall.Getpgrp(),
 		sessions: map[int]bool{root.pid: true},
 		ours:     make(map[int]uint64),
@@ -157,14 +188,16 @@ func killTree(root procID, tag string, reaper *Reaper) {
 	k.selfSid, _ = unix.Getsid(0)
 	signalProc(root, unix.SIGSTOP) // a stopped shell can neither fork nor exit mid-walk
 	k.stopped[root] = true
-	for range maxTreeRounds {
+	for round := range maxTreeRounds {
 		procs, err := scanProcs()
 		if err != nil { // no /proc: the process group is all that can be found
 			_ = killGroup(root.pid)
 			return
 		}
 		found := k.claim(procs)
-		if k.stopNew(found) {
+		k.at(phaseLooked)
+		if round < maxStopRounds && k.stopNew(found) {
+			k.at(phaseStopped)
 			continue
 		}
 		if !k.killAll(found) {
@@ -172,6 +205,13 @@ func killTree(root procID, tag string, reaper *Reaper) {
 		}
 	}
 	_ = killGroup(root.pid)
+}
+
+// at runs the pause hook, if any.
+func (k *treeKill) at(phase killPhase) {
+	if k.pause != nil {
+		k.pause(phase)
+	}
 }
 
 // stopNew SIGSTOPs the processes of found not yet stopped or killed, and
@@ -206,11 +246,48 @@ func (k *treeKill) killAll(found []procInfo) bool {
 			_ = syscall.Kill(-p.pgid, syscall.SIGKILL)
 		}
 	}
+	var sent []procID
 	for _, p := range todo {
-		signalProc(p.procID, unix.SIGKILL)
+		if signalProc(p.procID, unix.SIGKILL) {
+			sent = append(sent, p.procID)
+		}
 		k.killed[p.procID] = true
 	}
+	if k.exitBy.IsZero() {
+		k.exitBy = time.Now().Add(waitDelay)
+	}
+	for _, p := range sent {
+		awaitExit(p, k.exitBy)
+	}
 	return len(todo) > 0
+}
+
+// awaitExit waits until process p has exited (all its threads), or until
+// deadline: a process stuck in the kernel (D state, a dead NFS server) can
+// take its SIGKILL late, and must not hold the call for long. Without
+// pidfds (Linux before 5.3) it does not wait.
+func awaitExit(p procID, deadline time.Time) {
+	fd, err := unix.PidfdOpen(p.pid, 0)
+	if err != nil {
+		return // gone (or no pidfds)
+	}
+	defer unix.Close(fd)
+	if q, ok := readProc(p.pid); !ok || q.start != p.start {
+		return // the pid names another process now: p is gone
+	}
+	// A pidfd polls readable once the whole thread group has exited; a
+	// zombie leader whose other threads still run does not count.
+	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+	for {
+		left := time.Until(deadline)
+		if left <= 0 {
+			return
+		}
+		n, err := unix.Poll(fds, int(left.Milliseconds())+1)
+		if n > 0 || !errors.Is(err, unix.EINTR) {
+			return
+		}
+	}
 }
 
 // claim returns the processes of the snapshot procs that are this
@@ -322,21 +399,24 @@ func (k *treeKill) adoptedOnlyFromUs(p procInfo, others map[int]uint64) bool {
 	return true
 }
 
-// signalProc sends sig to p if p.pid still names that process. The pidfd
-// pins the process, so the check cannot be raced by the pid's reuse.
-func signalProc(p procID, sig unix.Signal) {
+// signalProc sends sig to p if p.pid still names that process, and
+// reports whether it did (not when p is gone or belongs to another user).
+// The pidfd pins the process, so the check cannot be raced by the pid's
+// reuse.
+func signalProc(p procID, sig unix.Signal) bool {
 	fd, err := unix.PidfdOpen(p.pid, 0)
 	if errors.Is(err, unix.ENOSYS) { // Linux before 5.3: check, then kill
 		if q, ok := readProc(p.pid); ok && q.start == p.start {
-			_ = unix.Kill(p.pid, sig)
+			return unix.Kill(p.pid, sig) == nil
 		}
-		return
+		return false
 	}
 	if err != nil {
-		return // gone
+		return false // gone
 	}
 	defer unix.Close(fd)
 	if q, ok := readProc(p.pid); ok && q.start == p.start {
-		_ = unix.PidfdSendSignal(fd, sig, nil, 0)
+		return unix.PidfdSendSignal(fd, sig, nil, 0) == nil
 	}
+	return false
 }
