@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 	"unicode"
+	"unicode/utf8"
 )
 
 // InboxDir is where files sent from the chat land, inside the workspace.
@@ -52,29 +53,45 @@ func (w *Workspace) SaveInbox(name string, fill func(io.Writer) error) (string, 
 }
 
 // SanitizeName turns a file name chosen by someone else into a safe base
-// name: no directories, no leading dots, only letters, digits, '.', '-' and
-// '_', at most 80 bytes, keeping the extension.
+// name: no directories, no leading dots, only letters and digits (of any
+// script: "отчёт.pdf" stays readable), combining marks, '.', '-' and '_',
+// at most 80 bytes, keeping the extension. Anything else (spaces, quotes,
+// controls, bidi overrides) becomes '_'. A stem left empty becomes "file",
+// so "★★.pdf" is "file.pdf", not an extensionless "pdf".
 func SanitizeName(name string) string {
 	name = path.Base(strings.ReplaceAll(name, "\\", "/"))
+	stem, ext := name, path.Ext(name)
+	if ext == name || len(ext) > 16 {
+		ext = "" // ".bashrc" is a name, not an extension; a long one is kept in the stem
+	}
+	stem = strings.TrimLeft(safeRunes(stem[:len(stem)-len(ext)]), "._")
+	if ext = safeRunes(ext); strings.Trim(ext, "._") == "" {
+		ext = ""
+	}
+	for len(stem) > maxNameLen-len(ext) {
+		_, size := utf8.DecodeLastRuneInString(stem)
+		stem = stem[:len(stem)-size]
+	}
+	if stem == "" {
+		stem = "file"
+	}
+	return stem + ext
+}
+
+// maxNameLen bounds a sanitized name, in bytes.
+const maxNameLen = 80
+
+// safeRunes replaces every rune of s that SanitizeName does not keep
+// with '_'.
+func safeRunes(s string) string {
 	var b strings.Builder
-	for _, r := range name {
+	for _, r := range s {
 		switch {
-		case r < 128 && (unicode.IsLetter(r) || unicode.IsDigit(r) || r == '.' || r == '-' || r == '_'):
+		case unicode.IsLetter(r), unicode.IsDigit(r), unicode.Is(unicode.Mn, r), r == '.', r == '-', r == '_':
 			b.WriteRune(r)
 		default:
 			b.WriteByte('_')
 		}
 	}
-	s := strings.TrimLeft(b.String(), "._")
-	if len(s) > 80 {
-		ext := path.Ext(s)
-		if len(ext) > 16 {
-			ext = ""
-		}
-		s = s[:80-len(ext)] + ext
-	}
-	if s == "" {
-		s = "file"
-	}
-	return s
+	return b.String()
 }

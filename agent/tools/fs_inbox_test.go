@@ -18,8 +18,19 @@ func TestSanitizeName(t *testing.T) {
 		"":                                "file",
 		"..":                              "file",
 		"my photo (1).JPG":                "my_photo__1_.JPG",
-		"résumé.docx":                     "r_sum_.docx",
+		"résumé.docx":                     "résumé.docx",
 		strings.Repeat("a", 200) + ".txt": strings.Repeat("a", 76) + ".txt",
+		// Names in other scripts keep their name and extension.
+		"отчёт.pdf":                      "отчёт.pdf",
+		"写真.jpg":                         "写真.jpg",
+		"été 2024.xlsx":                  "été_2024.xlsx",
+		"★★.pdf":                         "file.pdf",
+		"..pdf":                          "file.pdf",
+		".hidden.tar":                    "hidden.tar",
+		"a.\u202etxt.exe":                "a._txt.exe",
+		"invalid\xff.txt":                "invalid_.txt",
+		"x." + strings.Repeat("e", 20):   "x." + strings.Repeat("e", 20), // too long for an extension
+		strings.Repeat("я", 60) + ".txt": strings.Repeat("я", 38) + ".txt",
 	}
 	for in, want := range tests {
 		if got := SanitizeName(in); got != want {
