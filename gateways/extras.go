@@ -102,6 +102,6 @@ func cmpName(f Attachment) string {
 	if f.Name != "" {
 		return f.Name
 	}
-	ext := map[string]string{"photo": ".jpg", "voice": ".ogg", "audio": ".mp3"}[f.Kind]
+	ext := map[string]string{"photo": ".jpg", "voice": ".ogg", "audio": ".mp3", "video": ".mp4"}[f.Kind]
 	return f.Kind + ext
 }

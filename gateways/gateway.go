@@ -58,7 +58,7 @@ type Attachment struct {
 	ID   string `json:"id"`   // the platform's file id
 	Name string `json:"name"` // as sent, unsanitized; may be empty
 	Size int64  `json:"size"` // as announced; 0 if unknown
-	Kind string `json:"kind"` // "document", "photo", "voice", "audio"
+	Kind string `json:"kind"` // "document", "photo", "voice", "audio", "video"
 	MIME string `json:"mime,omitempty"`
 }
 

@@ -1,6 +1,8 @@
 package telegram
 
 import (
+	"errors"
+
 	tgbotapi "github.com/go-telegram-bot-api/telegram-bot-api/v5"
 )
 
@@ -29,9 +31,22 @@ func (c call) do(b *tgbotapi.BotAPI) (*tgbotapi.APIResponse, error) {
 	case c.lib != nil:
 		return b.Request(c.lib)
 	case len(c.files) > 0:
-		return b.UploadFiles(c.method, c.params, c.files)
+		resp, err := b.UploadFiles(c.method, c.params, c.files)
+		return resp, withCode(resp, err)
 	}
 	return b.MakeRequest(c.method, c.params)
+}
+
+// withCode gives an upload's error the error_code of Telegram's answer:
+// the library's UploadFiles leaves Error.Code unset (MakeRequest sets
+// it), and without it a 5xx would not be known as one to try again, nor a
+// 4xx as the verdict on the file.
+func withCode(resp *tgbotapi.APIResponse, err error) error {
+	var apiErr *tgbotapi.Error
+	if resp != nil && errors.As(err, &apiErr) && apiErr.Code == 0 {
+		apiErr.Code = resp.ErrorCode
+	}
+	return err
 }
 
 // chatParams are the parameters of BaseChat as the library sets them, with

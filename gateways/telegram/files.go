@@ -64,14 +64,18 @@ func (g *Gateway) sendFile(ctx context.Context, to target, f agent.File, reply i
 		BaseChat: tgbotapi.BaseChat{ChatID: to.chat, ReplyToMessageID: reply, AllowSendingWithoutReply: reply != 0},
 		File:     tgbotapi.FileBytes{Name: name, Bytes: f.Data},
 	}
+	// Reliably, as a chunk of text is (see postReliably): a file the agent
+	// sent is part of its answer, and one passing 5xx or dropped
+	// connection must not lose it. FileBytes gives each try a fresh reader
+	// of the whole file.
 	if isImage(name) && size <= maxPhotoBytes {
-		_, err := g.post(ctx, to, fileCall("sendPhoto", "photo", file, to.topic), uploadTimeout)
+		_, err := g.postReliablyFor(ctx, to, fileCall("sendPhoto", "photo", file, to.topic), uploadTimeout)
 		if err == nil || !isAPIError(err, "image_process_failed") && !isAPIError(err, "photo_invalid_dimensions") {
 			return wrapSend(name, err)
 		}
 		g.log.Debug("Telegram refused the image as a photo; sending it as a document", "err", err)
 	}
-	_, err := g.post(ctx, to, fileCall("sendDocument", "document", file, to.topic), uploadTimeout)
+	_, err := g.postReliablyFor(ctx, to, fileCall("sendDocument", "document", file, to.topic), uploadTimeout)
 	return wrapSend(name, err)
 }
 

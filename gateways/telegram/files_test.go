@@ -3,6 +3,9 @@ package telegram
 import (
 	"bytes"
 	"errors"
+	"fmt"
+	"image"
+	"image/png"
 	"math/rand/v2"
 	"strconv"
 	"strings"
@@ -13,7 +16,7 @@ import (
 	"github.com/latchd/latch/gateways/telegram/telegramtest"
 )
 
-// pngHeader is enough of a PNG for content sniffing.
+// pngHeader is enough of a PNG for content sniffing, not for reading.
 var pngHeader = []byte("\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR")
 
 func randomBytes(n int) []byte {
@@ -155,8 +158,18 @@ func TestDownloadErrorsHideToken(t *testing.T) {
 	}
 }
 
+// pngOf is a w×h PNG, which the fake reads the size of as Telegram does.
+func pngOf(t *testing.T, w, h int) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	if err := png.Encode(&b, image.NewGray(image.Rect(0, 0, w, h))); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
 func TestSendFile(t *testing.T) {
-	png := append(append([]byte{}, pngHeader...), randomBytes(2000)...)
+	png := pngOf(t, 640, 480)
 	tests := []struct {
 		name       string
 		file       agent.File
@@ -220,5 +233,77 @@ func TestSendFileWaitsOutRateLimit(t *testing.T) {
 	}
 	if sent := srv.Sent(); len(sent) != 1 || !bytes.Equal(sent[0].File.Data, data) {
 		t.Errorf("sent %+v, want the file once, whole", sent)
+	}
+}
+
+// TestSendFileRetriesServerErrors: a file the agent sends is uploaded
+// reliably, as a chunk of its text is: a passing 5xx, a proxy's error page
+// or a dropped connection is tried again (a new upload of the whole file),
+// up to maxReliableAttempts; Telegram's verdict on the request (a 4xx) is
+// not.
+func TestSendFileRetriesServerErrors(t *testing.T) {
+	doc := agent.File{Name: "report.bin", Data: randomBytes(5000)}
+	photo := agent.File{Name: "chart.png", Data: pngOf(t, 64, 48)}
+	tests := []struct {
+		name      string
+		file      agent.File
+		method    string
+		fault     telegramtest.Fault
+		wantErr   bool
+		wantTries int
+	}{
+		{"502 from the Bot API", doc, "sendDocument", telegramtest.Fault{Status: 502}, false, 2},
+		{"a proxy's HTML 502", doc, "sendDocument", telegramtest.Fault{Status: 502, Body: "<html>bad gateway</html>"}, false, 2},
+		{"a dropped connection", doc, "sendDocument", telegramtest.Fault{Hangup: true}, false, 2},
+		{"503 on a photo", photo, "sendPhoto", telegramtest.Fault{Status: 503}, false, 2},
+		{"502 every time", doc, "sendDocument", telegramtest.Fault{Status: 502, Times: -1}, true, maxReliableAttempts},
+		{"400 is final", doc, "sendDocument", telegramtest.Fault{Status: 400, Description: "Bad Request: not enough rights to send documents"}, true, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := newFake(t)
+			srv.AddChat(telegramtest.Private(alice))
+			g, _ := started(t, srv)
+			srv.Inject(tt.method, tt.fault)
+			err := g.SendFile(testContext(t), "1111", tt.file, "")
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("SendFile = %v, want error: %t", err, tt.wantErr)
+			}
+			if n := srv.Count(tt.method); n != tt.wantTries {
+				t.Errorf("%d %s requests, want %d", n, tt.method, tt.wantTries)
+			}
+			sent := srv.Sent()
+			if tt.wantErr {
+				if len(sent) != 0 {
+					t.Errorf("sent %+v, want nothing", sent)
+				}
+				return
+			}
+			if len(sent) != 1 || sent[0].Method != tt.method || !bytes.Equal(sent[0].File.Data, tt.file.Data) {
+				t.Errorf("sent %d messages (first %+v), want the file once, whole, by %s", len(sent), sent, tt.method)
+			}
+		})
+	}
+}
+
+// TestSendFilePhotoRefusedAsDocument: an image Telegram will not take as a
+// photo — its sides too far apart or too long together — still reaches the
+// chat, as a document.
+func TestSendFilePhotoRefusedAsDocument(t *testing.T) {
+	for _, size := range [][2]int{{2100, 100}, {9990, 600}} {
+		t.Run(fmt.Sprintf("%dx%d", size[0], size[1]), func(t *testing.T) {
+			srv := newFake(t)
+			srv.AddChat(telegramtest.Private(alice))
+			g, _ := started(t, srv)
+			f := agent.File{Name: "panorama.png", Data: pngOf(t, size[0], size[1])}
+			if err := g.SendFile(testContext(t), "1111", f, ""); err != nil {
+				t.Fatalf("SendFile: %v", err)
+			}
+			sent := srv.Sent()
+			if srv.Count("sendPhoto") != 1 || len(sent) != 1 || sent[0].Method != "sendDocument" ||
+				sent[0].File.Name != "panorama.png" || !bytes.Equal(sent[0].File.Data, f.Data) {
+				t.Errorf("%d sendPhoto, sent %+v; want the photo refused, then the file as a document", srv.Count("sendPhoto"), sent)
+			}
+		})
 	}
 }

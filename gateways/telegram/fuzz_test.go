@@ -165,7 +165,7 @@ func TestFuzzSeeds(t *testing.T) {
 		{"photo_sizes", true, "photo"},
 		{"voice", true, "voice"},
 		{"audio", true, "audio"},
-		{"sticker_only", true, ""},
+		{"sticker_only", true, "[The owner sent a sticker: 👍]"},
 		{"group", true, "/status@latch_home_bot"},
 		{"supergroup_reply", true, "yes"},
 		{"callback_query", true, "approve:k3x9p"},

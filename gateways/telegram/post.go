@@ -127,9 +127,15 @@ func (g *Gateway) messageOf(resp *tgbotapi.APIResponse, err error) (tgbotapi.Mes
 // answer says. (An edit tried twice is harmless: the second is "not
 // modified".)
 func (g *Gateway) postReliably(ctx context.Context, to target, c call) (*tgbotapi.APIResponse, error) {
+	return g.postReliablyFor(ctx, to, c, 0)
+}
+
+// postReliablyFor is postReliably with a timeout for each try, as post
+// takes it (an upload needs longer than a message).
+func (g *Gateway) postReliablyFor(ctx context.Context, to target, c call, timeout time.Duration) (*tgbotapi.APIResponse, error) {
 	bo := g.newBackoff()
 	for attempt := 1; ; attempt++ {
-		resp, err := g.post(ctx, to, c, 0)
+		resp, err := g.post(ctx, to, c, timeout)
 		if err == nil || attempt == maxReliableAttempts || !transient(ctx, err) {
 			return resp, err
 		}

@@ -106,6 +106,7 @@ func (g *Gateway) translate(raws []json.RawMessage, offset int, recent seen) bat
 		fresh = fresh || !recent.has(u.id)
 	}
 	b := batch{restart: below && fresh}
+	var items []albumItem
 	for _, u := range us {
 		if recent.has(u.id) || slices.Contains(b.ids, u.id) || u.id < offset && !b.restart {
 			b.repeats++
@@ -113,8 +114,11 @@ func (g *Gateway) translate(raws []json.RawMessage, offset int, recent seen) bat
 		}
 		b.ids = append(b.ids, u.id)
 		if u.ok {
-			b.msgs = append(b.msgs, u.msg)
+			items = append(items, albumItem{msg: u.msg, album: u.album})
 		}
+	}
+	if len(items) > 0 {
+		b.msgs = mergeAlbums(items)
 	}
 	return b
 }
@@ -125,6 +129,9 @@ type update struct {
 	hasID bool // false: not an update at all, nothing to confirm
 	msg   gateways.Message
 	ok    bool // msg is usable
+	// album is the media group msg is an item of (see album.go), with
+	// its forum topic; "" for none.
+	album string
 }
 
 // decode translates one raw update as getUpdates or a webhook delivers it.
@@ -150,7 +157,10 @@ func (g *Gateway) decode(raw []byte) update {
 	if u.CallbackQuery != nil {
 		out.msg, out.ok = g.callback(u, topic)
 	} else {
-		out.msg, out.ok = g.message(u, topic, forwarded(raw))
+		out.msg, out.ok = g.message(u, topic, raw)
+		if out.ok && u.Message.MediaGroupID != "" {
+			out.album = strconv.Itoa(topic) + ":" + u.Message.MediaGroupID
+		}
 	}
 	return out
 }
@@ -179,24 +189,22 @@ func forwarded(raw []byte) bool {
 	return u.Message != nil && len(u.Message.Origin) > 0 && string(u.Message.Origin) != "null"
 }
 
-// message translates an update carrying a usable message: text, a caption
-// or attachments, a known chat type and a sender. topic is the message's
-// forum topic (0: none), which its ID carries (see topic.go).
-func (g *Gateway) message(u tgbotapi.Update, topic int, forwarded bool) (gateways.Message, bool) {
+// message translates an update carrying a usable message: text, a caption,
+// attachments or content described in text (see media.go), a known chat
+// type and a sender. topic is the message's forum topic (0: none), which
+// its ID carries (see topic.go); raw is the update.
+func (g *Gateway) message(u tgbotapi.Update, topic int, raw []byte) (gateways.Message, bool) {
 	m := u.Message
 	if m == nil || m.Chat == nil {
 		return gateways.Message{}, false
 	}
 	log := g.log.With("update_id", u.UpdateID, "chat_id", m.Chat.ID)
-	text := m.Text
-	if text == "" {
-		text = m.Caption
-	}
+	forwarded, text := forwarded(raw), messageText(m, raw)
 	files := attachments(m)
 	chatType, known := chatType(m.Chat.Type)
 	switch {
 	case text == "" && len(files) == 0:
-		log.Debug("skipping a message without text")
+		log.Debug("skipping a message without content latch handles")
 		return gateways.Message{}, false
 	case !known:
 		log.Debug("skipping a message from an unknown chat type", "type", m.Chat.Type)
@@ -237,6 +245,25 @@ func (g *Gateway) message(u tgbotapi.Update, topic int, forwarded bool) (gateway
 		Time:     time.Unix(int64(m.Date), 0).UTC(),
 		Files:    files,
 	}, true
+}
+
+// messageText is the text of a message: its text or caption, after the
+// notes on what else it carries (see media.go). The notes come first: a
+// caption after them is still read, but what starts the message is never
+// a command.
+func messageText(m *tgbotapi.Message, raw []byte) string {
+	text := m.Text
+	if text == "" {
+		text = m.Caption
+	}
+	ns := notes(m, raw)
+	if len(ns) == 0 {
+		return text
+	}
+	if text != "" {
+		text = "\n\n" + text
+	}
+	return strings.Join(ns, "\n") + text
 }
 
 // callback translates a button press on one of the bot's messages, in the
@@ -282,50 +309,6 @@ func (g *Gateway) callback(u tgbotapi.Update, topic int) (gateways.Message, bool
 		Time:     time.Now().UTC().Truncate(time.Second),
 		Callback: &gateways.Callback{ID: q.ID, Data: q.Data, MessageID: msgID},
 	}, true
-}
-
-// attachments lists the files of a message. Of a photo's sizes only the
-// largest is kept.
-func attachments(m *tgbotapi.Message) []gateways.Attachment {
-	var out []gateways.Attachment
-	add := func(a gateways.Attachment) {
-		if a.ID == "" || len(a.ID) > maxIDBytes {
-			return
-		}
-		a.Name = clip(a.Name, maxFileNameLen)
-		if len(a.MIME) > maxMIMEBytes {
-			a.MIME = ""
-		}
-		out = append(out, a)
-	}
-	if d := m.Document; d != nil {
-		add(gateways.Attachment{ID: d.FileID, Name: d.FileName, Size: int64(d.FileSize), Kind: "document", MIME: d.MimeType})
-	}
-	if p, ok := largest(m.Photo); ok {
-		add(gateways.Attachment{ID: p.FileID, Size: int64(p.FileSize), Kind: "photo", MIME: "image/jpeg"})
-	}
-	if v := m.Voice; v != nil {
-		add(gateways.Attachment{ID: v.FileID, Size: int64(v.FileSize), Kind: "voice", MIME: v.MimeType})
-	}
-	if a := m.Audio; a != nil {
-		add(gateways.Attachment{ID: a.FileID, Name: a.FileName, Size: int64(a.FileSize), Kind: "audio", MIME: a.MimeType})
-	}
-	return out
-}
-
-// largest picks the photo size with the most pixels (then bytes).
-func largest(sizes []tgbotapi.PhotoSize) (tgbotapi.PhotoSize, bool) {
-	best, ok := tgbotapi.PhotoSize{}, false
-	for _, p := range sizes {
-		if p.FileID == "" {
-			continue
-		}
-		if !ok || p.Width*p.Height > best.Width*best.Height ||
-			p.Width*p.Height == best.Width*best.Height && p.FileSize > best.FileSize {
-			best, ok = p, true
-		}
-	}
-	return best, ok
 }
 
 func chatType(t string) (gateways.ChatType, bool) {

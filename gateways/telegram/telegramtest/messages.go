@@ -51,6 +51,7 @@ type message struct {
 	photo        []PhotoSize
 	voice        *Voice
 	audio        *Audio
+	media        media
 }
 
 type msgKey struct {
@@ -125,6 +126,7 @@ type wireMessage struct {
 	Audio              *Audio             `json:"audio,omitempty"`
 	ReplyMarkup        *markup            `json:"reply_markup,omitempty"`
 	ForumTopicCreated  *forumTopicCreated `json:"forum_topic_created,omitempty"`
+	media
 }
 
 // origin is a MessageOrigin of the kind "user": who wrote a forwarded
@@ -140,7 +142,7 @@ func (s *Server) wireLocked(c *chatState, m *message, withReply bool) *wireMessa
 		MessageID: m.id, From: m.from, SenderChat: m.senderChat, Chat: c.chat,
 		IsAutomaticForward: m.autoForward, Date: m.date, EditDate: m.editDate,
 		Text: m.text, Entities: m.entities, Caption: m.caption,
-		Document: m.document, Photo: m.photo, Voice: m.voice, Audio: m.audio,
+		Document: m.document, Photo: m.photo, Voice: m.voice, Audio: m.audio, media: m.media,
 	}
 	if m.keyboard != nil {
 		w.ReplyMarkup = &markup{InlineKeyboard: m.keyboard}

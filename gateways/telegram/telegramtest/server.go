@@ -19,8 +19,12 @@
 // It also models what a chat experience needs: inline keyboards (recorded on
 // Sent, callback_data checked against the 64-byte limit, removed by an edit
 // without reply_markup or by editMessageReplyMarkup), files in (AddFile,
-// getFile and the /file/bot<token>/<path> download route) and out
-// (sendDocument and sendPhoto, multipart, recorded byte for byte), and an
+// getFile and the /file/bot<token>/<path> download route; messages with
+// videos, video notes, animations, stickers, locations, venues, contacts,
+// polls, dice and stories, and albums: see Incoming and DeliverAlbum) and
+// out (sendDocument and sendPhoto, multipart, recorded byte for byte;
+// sendPhoto reads the image's header and applies Telegram's photo rules:
+// 10 MB, sides adding up to 10,000 and at most 20 times apart), and an
 // optional rate model (SetChatRateLimit: about one post per second per chat,
 // 20 per minute per group) that answers 429 with retry_after and counts its
 // violations.
@@ -110,6 +114,7 @@ type Server struct {
 	files        map[string]*storedFile // file_id → content
 	downloads    int                    // requests to the file route
 	rate         chatRate
+	albums       int // media groups made by DeliverAlbum
 }
 
 // New starts a fake Bot API on 127.0.0.1 that accepts token.

@@ -280,12 +280,29 @@ type Incoming struct {
 	// sent in; 0 for General or a chat that is no forum. A reply without
 	// it lands in the topic of the message it answers.
 	Topic int
-	// Attachments; build them with DocumentOf, PhotoSizeOf, VoiceOf and
-	// AudioOf from files added with AddFile.
-	Document *Document
-	Photo    []PhotoSize
-	Voice    *Voice
-	Audio    *Audio
+	// Attachments; build them with DocumentOf, PhotoSizeOf, VoiceOf,
+	// AudioOf, VideoOf, VideoNoteOf, AnimationOf and StickerOf from files
+	// added with AddFile. As on Telegram, an Animation comes with a
+	// Document of the same file.
+	Document  *Document
+	Photo     []PhotoSize
+	Voice     *Voice
+	Audio     *Audio
+	Video     *Video
+	VideoNote *VideoNote
+	Animation *Animation
+	Sticker   *Sticker
+	// Content that is no file. As on Telegram, a Venue comes with its
+	// Location.
+	Location *Location
+	Venue    *Venue
+	Contact  *Contact
+	Poll     *Poll
+	Dice     *Dice
+	Story    *Story
+	// MediaGroupID makes the message an item of an album (see
+	// DeliverAlbum).
+	MediaGroupID string
 	// Date defaults to now.
 	Date time.Time
 }

@@ -40,9 +40,13 @@ func (s *Server) Deliver(in Incoming) Delivered {
 		date = time.Now()
 	}
 	from, sender := sentBy(in)
+	doc := in.Document
+	if doc == nil && in.Animation != nil {
+		doc = documentOf(in.Animation)
+	}
 	m := c.addUser(&message{from: from, senderChat: sender, autoForward: in.AutomaticForward, forwardedFrom: in.ForwardedFrom,
 		date: date.Unix(), text: in.Text, caption: in.Caption, replyTo: in.ReplyTo, topic: c.topicOf(in),
-		document: in.Document, photo: slices.Clone(in.Photo), voice: in.Voice, audio: in.Audio}, s.keepUser)
+		document: doc, photo: slices.Clone(in.Photo), voice: in.Voice, audio: in.Audio, media: mediaOf(in)}, s.keepUser)
 	m.entities = commandEntities(in.Text)
 	if s.hiddenLocked(c, m) {
 		return Delivered{MessageID: m.id}
