@@ -23,7 +23,9 @@ var cdnHosts = []string{"cdn.discordapp.com", "media.discordapp.net"}
 
 // SendFile uploads a file to a channel as an attachment, up to
 // Config.MaxUpload (10 MB by default: Discord's limit without server
-// boosts). replyTo ("" for none) threads it.
+// boosts). replyTo ("" for none) threads it. An upload that fails
+// transiently (Discord's 5xx, or no answer) is made again from the start,
+// up to answerTries times, as a message is (persist).
 func (g *Gateway) SendFile(ctx context.Context, chatID string, f agent.File, replyTo string) error {
 	s, err := g.started()
 	if err != nil {
@@ -48,13 +50,15 @@ func (g *Gateway) SendFile(ctx context.Context, chatID string, f agent.File, rep
 	if ctype == "" {
 		ctype = "application/octet-stream"
 	}
-	err = g.call(ctx, uploadTimeout, nil, func(opts ...discordgo.RequestOption) error {
-		m := newMessage("")
-		m.Reference = reference(chatID, replyTo)
-		// A fresh reader per attempt: a retry must upload from the start.
-		m.Files = []*discordgo.File{{Name: name, ContentType: ctype, Reader: bytes.NewReader(f.Data)}}
-		_, err := s.ChannelMessageSendComplex(chatID, m, opts...)
-		return err
+	err = g.persist(ctx, g.log, func() error {
+		return g.call(ctx, uploadTimeout, nil, func(opts ...discordgo.RequestOption) error {
+			m := newMessage("")
+			m.Reference = reference(chatID, replyTo)
+			// A fresh reader per attempt: a retry must upload from the start.
+			m.Files = []*discordgo.File{{Name: name, ContentType: ctype, Reader: bytes.NewReader(f.Data)}}
+			_, err := s.ChannelMessageSendComplex(chatID, m, opts...)
+			return err
+		})
 	})
 	switch {
 	case isAPI(err, http.StatusRequestEntityTooLarge, 0):

@@ -98,6 +98,8 @@ type daemon struct {
 	log    *slog.Logger
 	hub    *gateways.Hub
 	stop   func()
+	// files keeps the files the chat sends; nil refuses them.
+	files gateways.FileStore
 }
 
 func newDaemon(t *testing.T) *daemon {
@@ -122,7 +124,7 @@ func (d *daemon) start() {
 		d.t.Fatal(err)
 	}
 	d.hub = gateways.NewHub(gateways.Config{Store: d.db, Pairer: d.pairer, Gateways: []gateways.Gateway{g}, Log: d.log,
-		Shell: func(_ context.Context, cmd string) string { return "ran " + cmd }})
+		Files: d.files, Shell: func(_ context.Context, cmd string) string { return "ran " + cmd }})
 	runCtx, cancel := context.WithCancel(d.ctx)
 	var wg sync.WaitGroup
 	wg.Go(func() { _ = g.Run(runCtx, d.hub) })
@@ -169,24 +171,34 @@ func (d *daemon) waitText(want string) {
 }
 
 // waitStrangers waits until the Hub has dropped n strangers' messages.
-// The store has no change notification: it is polled, with a deadline.
 func (d *daemon) waitStrangers(n uint64) {
+	d.t.Helper()
+	d.until(func() bool { return d.strangers() >= n }, func() string {
+		return fmt.Sprintf("the Hub dropped %d strangers' messages, want %d", d.strangers(), n)
+	})
+}
+
+// strangers is how many strangers' messages the Hub has dropped.
+func (d *daemon) strangers() uint64 {
+	var stored uint64
+	_ = d.db.View(func(tx *store.Tx) (err error) {
+		stored, err = tx.Counter("discord", gateways.CounterStrangers)
+		return err
+	})
+	return stored + d.hub.HeldStrangers("discord")
+}
+
+// until waits for cond, failing with what() once the test's time is up.
+// The store has no change notification: cond is polled.
+func (d *daemon) until(cond func() bool, what func() string) {
 	d.t.Helper()
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
-	for {
-		var stored uint64
-		_ = d.db.View(func(tx *store.Tx) (err error) {
-			stored, err = tx.Counter("discord", gateways.CounterStrangers)
-			return err
-		})
-		if stored+d.hub.HeldStrangers("discord") >= n {
-			return
-		}
+	for !cond() {
 		select {
 		case <-tick.C:
 		case <-d.ctx.Done():
-			d.t.Fatalf("the Hub dropped %d strangers' messages, want %d", stored, n)
+			d.t.Fatal(what())
 		}
 	}
 }

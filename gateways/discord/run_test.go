@@ -251,6 +251,7 @@ func TestGuildMessages(t *testing.T) {
 		{"no mention", true, func(string) string { return "just chatting" }, ""},
 		{"mention stripped", true, func(m string) string { return m + " /pair ABCD-1234" }, "/pair ABCD-1234"},
 		{"mention inside", true, func(m string) string { return "hey " + m + " what's up" }, "hey what's up"},
+		{"bare mention", true, func(m string) string { return m }, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -5,7 +5,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/bwmarrin/discordgo"
 
@@ -24,9 +23,12 @@ const (
 
 // translate turns a message into a gateways.Message, or reports false for
 // one latch ignores: the bot's own, other bots' and webhooks', system
-// messages, empty ones, and (unless AllowGroups) anything from a server; a
-// server message must mention the bot, and the mention is cut from the
-// text so that "@latch /pair CODE" reads "/pair CODE".
+// messages, oversized ones, bare mentions of the bot, and (unless
+// AllowGroups) anything from a server; a server message must mention the
+// bot, and the mention is cut from the text so that "@latch /pair CODE"
+// reads "/pair CODE". What the message carries is body's: a forward's
+// text comes labelled, and a message without text or files is described
+// rather than dropped.
 func (g *Gateway) translate(m *discordgo.Message) (gateways.Message, bool) {
 	botID := g.botUserID()
 	log := g.log.With("message_id", m.ID, "channel_id", m.ChannelID)
@@ -44,14 +46,13 @@ func (g *Gateway) translate(m *discordgo.Message) (gateways.Message, bool) {
 		}
 		chatType, chatName = gateways.ChatGroup, ""
 	}
-	text := stripMention(m.Content, botID)
-	files := attachments(m)
+	text, files, runes := body(m, botID)
 	switch {
 	case text == "" && len(files) == 0:
-		log.Debug("skipping a message without text")
+		log.Debug("skipping a bare mention")
 		return gateways.Message{}, false
-	case utf8.RuneCountInString(text) > maxInbound:
-		log.Warn("skipping an oversized message", "runes", utf8.RuneCountInString(text))
+	case runes > maxInbound:
+		log.Warn("skipping an oversized message", "runes", runes)
 		return gateways.Message{}, false
 	}
 	t := m.Timestamp
@@ -128,9 +129,11 @@ func decodeCallbackID(s string) (id, app, token string, ok bool) {
 	return parts[0], parts[1], parts[2], true
 }
 
-// attachments lists a message's files. Images count as photos, audio as
-// audio (a voice message as voice), anything else as a document. The id is
-// the attachment's CDN URL, which Download fetches.
+// attachments lists a message's files (or a forward snapshot's, whose
+// flags then tell a voice message). Images count as photos, audio as
+// audio (a voice message as voice), anything else as a document. The id
+// is the attachment's CDN URL, which Download fetches — only once the Hub
+// accepted the message, so a stranger's files are never fetched.
 func attachments(m *discordgo.Message) []gateways.Attachment {
 	var out []gateways.Attachment
 	for _, a := range m.Attachments {

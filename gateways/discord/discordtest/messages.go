@@ -18,6 +18,18 @@ type Post struct {
 	Files     []File
 	// Type is the message type; 0 is an ordinary message.
 	Type int
+	// Flags are the message's flags (FlagVoiceMessage: its one file is
+	// a voice message).
+	Flags int
+	// Stickers are sent with the message (Discord's sticker_items).
+	Stickers []Sticker
+	// Poll makes the message a poll; Discord sends one without content.
+	Poll *Poll
+	// Forward makes the message a forward of another, which arrives as
+	// Discord sends it: a message_reference of type 1 (FORWARD) and the
+	// original in message_snapshots. Discord's forwards have no content
+	// of their own; a test may set Content anyway.
+	Forward *Snapshot
 	// Offline keeps the message out of the gateway: it only lands in the
 	// channel's history, as if no session had been there to receive it.
 	Offline bool
@@ -58,9 +70,16 @@ func (s *Server) Post(p Post) Message {
 	m := &Message{
 		ID: s.nextIDLocked(now), ChannelID: ch.id, GuildID: ch.guildID, Author: p.Author,
 		Content: p.Content, Time: now, Type: p.Type, Mentions: s.mentionsLocked(p.Content),
+		Flags: p.Flags, Stickers: slices.Clone(p.Stickers),
+	}
+	if p.Poll != nil {
+		m.Poll = &Poll{Question: p.Poll.Question, Answers: slices.Clone(p.Poll.Answers)}
 	}
 	for _, f := range p.Files {
 		m.Attachments = append(m.Attachments, s.storeFileLocked(ch.id, f, now))
+	}
+	if p.Forward != nil {
+		m.Forwarded = s.forwardLocked(*p.Forward, now)
 	}
 	ch.msgs = append(ch.msgs, m)
 	if !p.Offline {
@@ -171,14 +190,39 @@ func (s *Server) mentionsLocked(content string) []User {
 	return out
 }
 
+// forwardLocked makes the snapshot a forward of f carries, its files
+// stored under the original's channel, as Discord's CDN keeps them.
+func (s *Server) forwardLocked(f Snapshot, now time.Time) *Forwarded {
+	chID := f.ChannelID
+	if chID == "" {
+		chID = s.nextIDLocked(now)
+	}
+	fw := &Forwarded{ChannelID: chID, MessageID: s.nextIDLocked(now), Content: f.Content,
+		Stickers: slices.Clone(f.Stickers), Embeds: slices.Clone(f.Embeds), Flags: f.Flags, Time: now}
+	for _, file := range f.Files {
+		fw.Attachments = append(fw.Attachments, s.storeFileLocked(chID, file, now))
+	}
+	return fw
+}
+
+// storedFile is a file the fake's CDN serves.
+type storedFile struct {
+	data    []byte
+	chunked bool
+}
+
 func (s *Server) storeFileLocked(channelID string, f File, now time.Time) Attachment {
 	id := s.nextIDLocked(now)
 	name := f.Name
 	if name == "" {
 		name = "unknown"
 	}
-	s.files[channelID+"/"+id+"/"+name] = slices.Clone(f.Data)
-	return Attachment{ID: id, Filename: name, ContentType: f.ContentType, Size: len(f.Data),
+	s.files[channelID+"/"+id+"/"+name] = storedFile{data: slices.Clone(f.Data), chunked: f.Chunked}
+	size := len(f.Data)
+	if f.Announced > 0 {
+		size = f.Announced
+	}
+	return Attachment{ID: id, Filename: name, ContentType: f.ContentType, Size: size,
 		URL: s.srv.URL + "/attachments/" + channelID + "/" + id + "/" + url.PathEscape(name)}
 }
 

@@ -155,9 +155,9 @@ func (s *Server) createMessage(req *request) {
 		formError(req.w, "flags", "MESSAGE_FLAGS_INVALID", "Invalid flags")
 		return
 	}
-	total := 0
+	largest := 0
 	for _, f := range files {
-		total += len(f.Data)
+		largest = max(largest, len(f.Data))
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -166,7 +166,9 @@ func (s *Server) createMessage(req *request) {
 	case ch == nil:
 		writeError(req.w, http.StatusNotFound, 10003, "Unknown Channel")
 		return
-	case total > s.maxUpload:
+	case largest > s.maxUpload:
+		// Discord's limit is per file; the whole request is bounded only
+		// by maxUploadBody.
 		writeError(req.w, http.StatusRequestEntityTooLarge, 40005, "Request entity too large")
 		return
 	}
@@ -375,17 +377,25 @@ func (s *Server) deleteMessage(req *request) {
 	writeNoContent(req.w)
 }
 
-// attachment serves a stored file, as Discord's CDN does (no token).
+// attachment serves a stored file, as Discord's CDN does (no token): with
+// its Content-Length, or chunked without one (File.Chunked).
 func (s *Server) attachment(req *request) {
 	path := req.args[0] + "/" + req.args[1] + "/" + req.args[2]
 	s.mu.Lock()
-	data, ok := s.files[path]
+	f, ok := s.files[path]
 	s.mu.Unlock()
 	if !ok {
 		http.Error(req.w, "Not Found", http.StatusNotFound)
 		return
 	}
 	req.w.Header().Set("Content-Type", "application/octet-stream")
-	req.w.Header().Set("Content-Length", strconv.Itoa(len(data)))
-	_, _ = req.w.Write(data)
+	if f.chunked {
+		// Headers flushed before the body leave net/http no length to
+		// send: the body goes out chunked.
+		req.w.WriteHeader(http.StatusOK)
+		_ = http.NewResponseController(req.w).Flush()
+	} else {
+		req.w.Header().Set("Content-Length", strconv.Itoa(len(f.data)))
+	}
+	_, _ = req.w.Write(f.data)
 }

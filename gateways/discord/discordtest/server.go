@@ -18,20 +18,26 @@
 //
 // Point discordgo at URL(): the REST API lives under /api/v10 (and
 // /api/v9), the gateway at /gateway, attachments at /attachments. Tests
-// push inbound messages (SendDM, SendGuildMessage), button presses
-// (PressButton) and command uses (InvokeCommand), inject faults (Inject,
-// DropConnection, InvalidateSession) and wait for what the bot sent
-// (WaitSent).
+// push inbound messages (SendDM, SendGuildMessage, and Post for stickers,
+// polls, voice messages and forwards with their message snapshot), button
+// presses (PressButton) and command uses (InvokeCommand), inject faults
+// (Inject, DropConnection, InvalidateSession) and wait for what the bot
+// sent (WaitSent).
 //
 // Messages posted while no gateway session can receive them (the bot is
 // "offline") go only to the channel's history, as on Discord; a resumable
 // session that lost its connection buffers them for RESUME.
 //
-// Where it simplifies: one bot, no guild member lists or permissions, no
-// embeds; only the READY payload is zlib-compressed when IDENTIFY asks for
-// compression; rate limits are advertised (X-RateLimit-* headers) on every
-// route but enforced only on message edits, elsewhere through injected
-// faults; a deferred interaction response is recorded but not shown in the
+// Attachments are served with their Content-Length, or chunked without
+// one, and may announce a size other than what is served (File). The
+// upload limit applies to each file of a message, as Discord's does.
+//
+// Where it simplifies: one bot, no guild member lists or permissions,
+// embeds only in a forward's snapshot (title, description, URL); only the
+// READY payload is zlib-compressed when IDENTIFY asks for compression;
+// rate limits are advertised (X-RateLimit-* headers) on every route but
+// enforced only on message edits, elsewhere through injected faults; a
+// deferred interaction response is recorded but not shown in the
 // channel's history.
 package discordtest
 
@@ -97,7 +103,7 @@ type Server struct {
 	dms          map[string]string // user id → DM channel id
 	sent         []*Sent
 	sentIndex    map[string]*Sent // message id → sent
-	files        map[string][]byte
+	files        map[string]storedFile
 	interactions map[string]*Interaction
 	originals    map[string]*Sent // interaction id → its initial response
 	commands     []Command
@@ -147,7 +153,7 @@ func New(token string) *Server {
 		channels:     map[string]*channel{},
 		dms:          map[string]string{},
 		sentIndex:    map[string]*Sent{},
-		files:        map[string][]byte{},
+		files:        map[string]storedFile{},
 		interactions: map[string]*Interaction{},
 		originals:    map[string]*Sent{},
 		calls:        map[string][]Call{},
@@ -200,7 +206,8 @@ func (s *Server) SetAckWindow(d time.Duration) {
 	s.ackWindow = d
 }
 
-// SetMaxUpload changes the attachment size limit (10 MB by default).
+// SetMaxUpload changes the attachment size limit (10 MB by default). As
+// on Discord, it applies to each file of a message on its own.
 func (s *Server) SetMaxUpload(n int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -44,6 +44,7 @@ const (
 const (
 	FlagSuppressEmbeds = 1 << 2
 	FlagEphemeral      = 1 << 6
+	FlagVoiceMessage   = 1 << 13
 )
 
 // Gateway intents the fake applies.
@@ -79,6 +80,60 @@ type File struct {
 	Name        string
 	ContentType string
 	Data        []byte
+	// Announced is the size the attachment object claims, for an inbound
+	// file: 0 announces the real one. Discord's CDN may serve more or less
+	// than was announced.
+	Announced int
+	// Chunked serves an inbound file without Content-Length (chunked
+	// transfer encoding), so only reading it tells its size.
+	Chunked bool
+}
+
+// Sticker is a sticker sent with a message (Discord's sticker item).
+type Sticker struct {
+	ID   string
+	Name string
+	// FormatType is 1 PNG, 2 APNG, 3 Lottie, 4 GIF; 0 is sent as 1.
+	FormatType int
+}
+
+// Poll is a poll a user posts: a question and its answers' texts.
+type Poll struct {
+	Question string
+	Answers  []string
+}
+
+// Embed is a rich embed, as far as the fake renders one.
+type Embed struct {
+	Title       string
+	Description string
+	URL         string
+}
+
+// Snapshot is what a test forwards: the fields of the original message a
+// forward carries (Discord's message snapshot leaves out the author).
+type Snapshot struct {
+	Content  string
+	Files    []File
+	Stickers []Sticker
+	Embeds   []Embed
+	Flags    int
+	// ChannelID is the original's channel; "" is another channel the fake
+	// makes up.
+	ChannelID string
+}
+
+// Forwarded is the snapshot a forward in the history carries, and the
+// message it points to.
+type Forwarded struct {
+	ChannelID   string
+	MessageID   string
+	Content     string
+	Attachments []Attachment
+	Stickers    []Sticker
+	Embeds      []Embed
+	Flags       int
+	Time        time.Time
 }
 
 // Row is an action row of components.
@@ -111,6 +166,11 @@ type Message struct {
 	Flags       int
 	Type        int
 	ReplyTo     string
+	Stickers    []Sticker
+	Poll        *Poll
+	Embeds      []Embed
+	// Forwarded is the message this one forwards, nil for none.
+	Forwarded *Forwarded
 }
 
 // Sent is a message the bot created (or an interaction follow-up), with
@@ -220,96 +280,21 @@ func (m Message) clone() Message {
 	m.Mentions = slices.Clone(m.Mentions)
 	m.Attachments = slices.Clone(m.Attachments)
 	m.Components = cloneRows(m.Components)
+	m.Stickers = slices.Clone(m.Stickers)
+	m.Embeds = slices.Clone(m.Embeds)
+	if m.Poll != nil {
+		p := *m.Poll
+		p.Answers = slices.Clone(p.Answers)
+		m.Poll = &p
+	}
+	if m.Forwarded != nil {
+		f := *m.Forwarded
+		f.Attachments = slices.Clone(f.Attachments)
+		f.Stickers = slices.Clone(f.Stickers)
+		f.Embeds = slices.Clone(f.Embeds)
+		m.Forwarded = &f
+	}
 	return m
-}
-
-// Wire forms, as Discord's JSON has them.
-
-type wireUser struct {
-	ID            string  `json:"id"`
-	Username      string  `json:"username"`
-	GlobalName    *string `json:"global_name"`
-	Discriminator string  `json:"discriminator"`
-	Avatar        *string `json:"avatar"`
-	Bot           bool    `json:"bot,omitempty"`
-}
-
-func (u User) wire() wireUser {
-	w := wireUser{ID: u.ID, Username: u.Username, Discriminator: "0", Bot: u.Bot}
-	if u.GlobalName != "" {
-		g := u.GlobalName
-		w.GlobalName = &g
-	}
-	return w
-}
-
-type wireAttachment struct {
-	ID          string `json:"id"`
-	Filename    string `json:"filename"`
-	ContentType string `json:"content_type,omitempty"`
-	Size        int    `json:"size"`
-	URL         string `json:"url"`
-	ProxyURL    string `json:"proxy_url"`
-}
-
-type wireReference struct {
-	MessageID string `json:"message_id"`
-	ChannelID string `json:"channel_id"`
-	GuildID   string `json:"guild_id,omitempty"`
-}
-
-type wireMessage struct {
-	ID               string           `json:"id"`
-	ChannelID        string           `json:"channel_id"`
-	GuildID          string           `json:"guild_id,omitempty"`
-	Author           wireUser         `json:"author"`
-	Content          string           `json:"content"`
-	Timestamp        string           `json:"timestamp"`
-	EditedTimestamp  *string          `json:"edited_timestamp"`
-	TTS              bool             `json:"tts"`
-	MentionEveryone  bool             `json:"mention_everyone"`
-	Mentions         []wireUser       `json:"mentions"`
-	MentionRoles     []string         `json:"mention_roles"`
-	Attachments      []wireAttachment `json:"attachments"`
-	Embeds           []any            `json:"embeds"`
-	Components       []Row            `json:"components"`
-	Pinned           bool             `json:"pinned"`
-	Type             int              `json:"type"`
-	Flags            int              `json:"flags"`
-	MessageReference *wireReference   `json:"message_reference,omitempty"`
-}
-
-// wire renders m as Discord does. Gateway dispatches carry guild_id; REST
-// answers leave it out. Without the Message Content intent, content and
-// attachments of a guild message that does not mention the bot are blank.
-func (m Message) wire(gateway, content bool) wireMessage {
-	w := wireMessage{
-		ID: m.ID, ChannelID: m.ChannelID, Author: m.Author.wire(), Content: m.Content,
-		Timestamp: m.Time.UTC().Format("2006-01-02T15:04:05.000000+00:00"),
-		Mentions:  []wireUser{}, MentionRoles: []string{}, Attachments: []wireAttachment{},
-		Embeds: []any{}, Components: cloneRows(m.Components), Type: m.Type, Flags: m.Flags,
-	}
-	if w.Components == nil {
-		w.Components = []Row{}
-	}
-	if gateway {
-		w.GuildID = m.GuildID
-	}
-	for _, u := range m.Mentions {
-		w.Mentions = append(w.Mentions, u.wire())
-	}
-	if content {
-		for _, a := range m.Attachments {
-			w.Attachments = append(w.Attachments, wireAttachment{ID: a.ID, Filename: a.Filename,
-				ContentType: a.ContentType, Size: a.Size, URL: a.URL, ProxyURL: a.URL})
-		}
-	} else {
-		w.Content = ""
-	}
-	if m.ReplyTo != "" {
-		w.MessageReference = &wireReference{MessageID: m.ReplyTo, ChannelID: m.ChannelID, GuildID: m.GuildID}
-	}
-	return w
 }
 
 // snowflake compares as a number.
