@@ -31,13 +31,17 @@ type chat struct {
 	// active is true while a worker goroutine owns this chat; at most one
 	// does, so a chat's messages run in order.
 	active bool
+	// album is the open album the last queued entry started, which the
+	// chat's next items join (see album.go); nil for none.
+	album *album
 }
 
 // queued is an entry in a chat's queue, with the job it runs (nil for
-// what is answered at once).
+// what is answered at once) and the album it starts (nil for none).
 type queued struct {
-	e store.Entry
-	j *job
+	e     store.Entry
+	j     *job
+	album *album
 }
 
 // Run recovers the inbox, then dispatches stored work until ctx ends. Then
@@ -224,6 +228,11 @@ func (h *Hub) dispatch(ctx context.Context, e store.Entry) {
 			return
 		}
 		if reply, ok := h.immediate(e); ok {
+			// It comes after the chat's open album, which takes no
+			// more items (an entry that queues may join it instead:
+			// enqueue decides). Only this loop adds to an album, so
+			// nothing joins between /stop and this.
+			h.endAlbumIn(chatKey{e.Gateway, e.ChatID})
 			h.finish(e, true)
 			h.goSend(ctx, e.Gateway, e.ChatID, Reply{Text: reply, ReplyTo: e.MessageID})
 			return
@@ -296,6 +305,10 @@ func (h *Hub) enqueue(ctx context.Context, e store.Entry) {
 		c = &chat{key: key}
 		h.chats[key] = c
 	}
+	if h.joinAlbum(c, e, q.j) {
+		return // folded into the album's first entry before it runs
+	}
+	q.album = h.openAlbum(c, e, q.j)
 	c.queue = append(c.queue, q)
 	c.fresh++
 	h.claim(ctx, c)
@@ -351,14 +364,7 @@ func (h *Hub) work(ctx context.Context, c *chat) {
 		// stays "received" in the inbox and runs after the restart.
 		stopping := h.ctx != nil && h.ctx.Err() != nil
 		if len(c.queue) == 0 || stopping || ctx.Err() != nil {
-			stopped, dropped := h.retire(c)
-			h.mu.Unlock()
-			switch {
-			case dropped:
-				h.finish(*stopped, false)
-			case stopped != nil:
-				h.stoppedBeforeStart(ctx, *stopped)
-			}
+			h.retired(ctx, c)
 			return
 		}
 		if len(c.queue) == c.fresh {
@@ -371,6 +377,12 @@ func (h *Hub) work(ctx context.Context, c *chat) {
 		q := c.queue[0]
 		c.queue = c.queue[1:]
 		h.mu.Unlock()
+		if q.album != nil {
+			var back bool
+			if q, back = h.awaitAlbum(ctx, c, q); back {
+				continue // Run is stopping: q stays for the next start
+			}
+		}
 		if guarded(q.e) && !h.stillLatched(q.e) {
 			// Unpaired while it waited: the chat no longer controls
 			// anything here, so the entry is dropped as dispatch drops
@@ -391,20 +403,44 @@ func (h *Hub) work(ctx context.Context, c *chat) {
 	}
 }
 
+// retired ends c's worker; h.mu is held, and released. A job /stop or an
+// unpair stopped before it started is finished (see retire), with the
+// items of its album folded into it first, so that they stop with it.
+func (h *Hub) retired(ctx context.Context, c *chat) {
+	stopped, dropped := h.retire(c)
+	h.mu.Unlock()
+	if stopped == nil {
+		return
+	}
+	q := *stopped
+	if q.album != nil {
+		q = h.foldAlbum(c, q, q.album.items)
+	}
+	if dropped {
+		h.finish(q.e, false)
+	} else {
+		h.stoppedBeforeStart(ctx, q.e)
+	}
+}
+
 // retire ends c's worker, under h.mu. A job claimed but never started
 // stays in the inbox as it is, for the next start — unless /stop or an
-// unpair stopped it: that stands, so retire returns its entry for the
-// caller to finish (silently and as not run, when dropped by an unpair)
-// rather than leave it to run after the restart.
-func (h *Hub) retire(c *chat) (stopped *store.Entry, dropped bool) {
+// unpair stopped it: that stands, so retire returns it for the caller to
+// finish (silently and as not run, when dropped by an unpair) rather than
+// leave it to run after the restart. An open album closes: its items
+// stay in the inbox with its first, for the next start.
+func (h *Hub) retire(c *chat) (stopped *queued, dropped bool) {
 	if j := c.running; j != nil {
 		for _, q := range c.queue {
 			if q.j == j && (j.stopped || j.dropped) {
-				stopped, dropped = &q.e, j.dropped
+				stopped, dropped = &q, j.dropped
 			}
 		}
 		j.cancel()
 		j.mute()
+	}
+	if c.album != nil {
+		h.closeAlbum(c, c.album)
 	}
 	c.running = nil
 	c.active = false
@@ -454,6 +490,10 @@ func (h *Hub) Unlatched(gateway string) {
 				continue
 			}
 			dropped = append(dropped, q.e)
+			if q.album != nil { // its items go with it
+				h.closeAlbum(c, q.album)
+				dropped = append(dropped, q.album.items...)
+			}
 		}
 		clear(c.queue[len(kept):])
 		c.queue, c.fresh = kept, fresh

@@ -24,13 +24,20 @@ type FileStore interface {
 type extra struct {
 	Callback *Callback    `json:"callback,omitempty"`
 	Files    []Attachment `json:"files,omitempty"`
+	// Group is the message's album (see Message.Group), kept so that a
+	// restart can still fold what was stored and not folded yet.
+	Group string `json:"group,omitempty"`
 }
 
 func encodeExtra(m Message) json.RawMessage {
-	if m.Callback == nil && len(m.Files) == 0 {
+	return extra{Callback: m.Callback, Files: m.Files, Group: m.Group}.encode()
+}
+
+func (x extra) encode() json.RawMessage {
+	if x.Callback == nil && len(x.Files) == 0 && x.Group == "" {
 		return nil
 	}
-	raw, _ := json.Marshal(extra{Callback: m.Callback, Files: m.Files})
+	raw, _ := json.Marshal(x)
 	return raw
 }
 

@@ -1,8 +1,9 @@
 // Package gateways owns the boundary between chat platforms and latch: the
 // Gateway interface the platform adapters implement, the platform-neutral
 // Message type, and the Hub that applies the pairing guard, runs the chat
-// commands and hands work to the agent. Policy lives here and nowhere else;
-// the adapters only translate.
+// commands and hands work to the agent — the items of an album that came
+// one by one folded into one turn (album.go). Policy lives here and
+// nowhere else; the adapters only translate.
 package gateways
 
 import (
@@ -41,6 +42,10 @@ type Message struct {
 	// Files are attachments (documents, photos, voice notes, audio); Text
 	// is then the caption.
 	Files []Attachment `json:"files,omitempty"`
+	// Group marks the items of one album (photos or files sent together,
+	// which some platforms deliver one by one): the Hub may fold messages
+	// of one chat and user with the same Group into one. "" for none.
+	Group string `json:"group,omitempty"`
 }
 
 // Callback is a press of an inline button latch sent.

@@ -71,6 +71,10 @@ type Hub struct {
 	// noticeWait is the first wait before a failed notice is sent again
 	// (0: a second; tests shorten it).
 	noticeWait time.Duration
+	// albumWait and albumMax time an album's wait (see album.go); after
+	// is its timer. Tests change them.
+	albumWait, albumMax time.Duration
+	after               func(time.Duration) <-chan time.Time
 
 	mu      sync.Mutex
 	chats   map[chatKey]*chat
@@ -126,15 +130,18 @@ func NewHub(cfg Config) *Hub {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
 	h := &Hub{
-		cfg:      cfg,
-		log:      cfg.Log,
-		gateways: make(map[string]Gateway),
-		limiter:  newReplyLimiter(10*time.Second, 4096),
-		strays:   newReplyLimiter(time.Minute, 64),
-		wake:     make(chan struct{}, 1),
-		heldWake: make(chan struct{}, 1),
-		held:     make(map[string]heldBatches),
-		chats:    make(map[chatKey]*chat),
+		cfg:       cfg,
+		log:       cfg.Log,
+		gateways:  make(map[string]Gateway),
+		limiter:   newReplyLimiter(10*time.Second, 4096),
+		strays:    newReplyLimiter(time.Minute, 64),
+		wake:      make(chan struct{}, 1),
+		heldWake:  make(chan struct{}, 1),
+		held:      make(map[string]heldBatches),
+		chats:     make(map[chatKey]*chat),
+		albumWait: defaultAlbumQuiet,
+		albumMax:  defaultAlbumMax,
+		after:     time.After,
 	}
 	h.earlyCtx, h.earlyCancel = context.WithCancel(context.Background())
 	for _, g := range cfg.Gateways {

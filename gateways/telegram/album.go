@@ -19,8 +19,8 @@ import (
 //   - an album delivered by webhook: each item is its own delivery, and
 //     Telegram (max_connections 1) sends the next only once this one is
 //     answered, which it may be only once the item is stored.
-// Folding those needs the Hub, which holds the stored items (see the
-// report of the change that added this).
+// Those carry the album in Message.Group, and the Hub folds them
+// (gateways/album.go).
 
 // maxAlbumItems is the most items Telegram puts in an album; a longer run
 // with one media_group_id is not an album Telegram made and is not merged

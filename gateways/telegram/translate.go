@@ -160,6 +160,7 @@ func (g *Gateway) decode(raw []byte) update {
 		out.msg, out.ok = g.message(u, topic, raw)
 		if out.ok && u.Message.MediaGroupID != "" {
 			out.album = strconv.Itoa(topic) + ":" + u.Message.MediaGroupID
+			out.msg.Group = out.album // the Hub folds what this batch could not (album.go)
 		}
 	}
 	return out
