@@ -57,12 +57,13 @@ func TestRunMergesAlbum(t *testing.T) {
 		user  string
 		text  string
 		files []gateways.Attachment
+		group string // what the Hub folds later items of the album by
 	}{
-		{first.MessageID, "1111", "which of these is sharpest?", []gateways.Attachment{photoOf(0), photoOf(1), docOf}},
-		{1, "2222", "hi", nil},
-		{second.MessageID, "1111", "and these?", []gateways.Attachment{photoOf(3), photoOf(4)}},
-		{third.MessageID - 1, "1111", "thanks", nil},
-		{third.MessageID, "1111", "", []gateways.Attachment{photoOf(5)}},
+		{first.MessageID, "1111", "which of these is sharpest?", []gateways.Attachment{photoOf(0), photoOf(1), docOf}, "0:g1"},
+		{1, "2222", "hi", nil, ""},
+		{second.MessageID, "1111", "and these?", []gateways.Attachment{photoOf(3), photoOf(4)}, "0:g2"},
+		{third.MessageID - 1, "1111", "thanks", nil, ""},
+		{third.MessageID, "1111", "", []gateways.Attachment{photoOf(5)}, "0:g2"},
 	}
 	msgs := sink.storedMsgs()
 	if len(msgs) != len(want) {
@@ -70,9 +71,9 @@ func TestRunMergesAlbum(t *testing.T) {
 	}
 	for i, w := range want {
 		m := msgs[i]
-		if m.ID != strconv.Itoa(w.id) || m.UserID != w.user || m.Text != w.text || !slices.Equal(m.Files, w.files) {
-			t.Errorf("message %d: id %s from %s, text %q, files %+v;\n want id %d from %s, text %q, files %+v",
-				i, m.ID, m.UserID, m.Text, m.Files, w.id, w.user, w.text, w.files)
+		if m.ID != strconv.Itoa(w.id) || m.UserID != w.user || m.Text != w.text || !slices.Equal(m.Files, w.files) || m.Group != w.group {
+			t.Errorf("message %d: id %s from %s, text %q, files %+v, group %q;\n want id %d from %s, text %q, files %+v, group %q",
+				i, m.ID, m.UserID, m.Text, m.Files, m.Group, w.id, w.user, w.text, w.files, w.group)
 		}
 	}
 	stored, ok := parseSeen(sink.storedCursor())
