@@ -129,15 +129,7 @@ func TestCutToolCallIsNotRunAfterRestart(t *testing.T) {
 	f := newFixture(t, func(c *Config) { c.Policy = Policy{ToolBash: Allow} })
 	f.fake.Script(anthropictest.ToolUse("toolu_1", ToolBash, `{"command":"sleep 60"}`).
 		AndToolUse("toolu_2", ToolBash, `{"command":"touch ran`).StopReason("max_tokens"))
-	ctx, cancel := context.WithCancelCause(context.Background())
-	defer cancel(nil)
-	ev := &recorder{}
-	done := make(chan error, 1)
-	go func() { done <- f.agent.Turn(ctx, chat, "go", ev) }()
-	waitFor(t, "the first call runs", func() bool { s, _, _ := ev.snapshot(); return len(s) == 1 })
-	crashed := crashImage(t, f)
-	cancel(ErrShutdown)
-	<-done
+	crashed, _ := crashInFirstCall(t, f, "go")
 
 	f.fake.Script(anthropictest.Text("ok"))
 	resumed := &recorder{}
@@ -173,6 +165,22 @@ func crashImage(t *testing.T, f *fixture) Config {
 	cfg := f.cfg
 	cfg.Store = db
 	return cfg
+}
+
+// crashInFirstCall runs a turn on text until its first tool call runs,
+// takes the image a crash would leave then, and stops the turn for a
+// shutdown. It returns the image and what the turn returned.
+func crashInFirstCall(t *testing.T, f *fixture, text string) (crashed Config, turnErr error) {
+	t.Helper()
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	ev := &recorder{}
+	done := make(chan error, 1)
+	go func() { done <- f.agent.Turn(ctx, chat, text, ev) }()
+	waitFor(t, "the first call runs", func() bool { s, _, _ := ev.snapshot(); return len(s) == 1 })
+	crashed = crashImage(t, f)
+	cancel(ErrShutdown)
+	return crashed, <-done
 }
 
 // TestCutCalls: of an answer the output limit cut, the last call is never

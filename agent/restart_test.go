@@ -176,11 +176,7 @@ func TestApprovalPressedWhileDown(t *testing.T) {
 // turn waits for it.
 func TestDecideStoredRequest(t *testing.T) {
 	f := newFixture(t, nil)
-	s, _ := f.agent.load(chat)
-	s.Messages = append(s.Messages, userMsg("go"), provider.Message{Role: provider.RoleAssistant, Content: []provider.Block{
-		{Type: provider.BlockToolUse, ID: "toolu_1", Name: ToolBash, Input: []byte(`{"command":"a"}`)},
-		{Type: provider.BlockToolUse, ID: "toolu_2", Name: ToolBash, Input: []byte(`{"command":"b"}`)},
-	}})
+	s := f.bashStep("a", "b")
 	s.Waiting = map[string]waitingApproval{
 		"toolu_1": {ID: "abcde", Expires: time.Now().Add(time.Hour)},
 		"toolu_2": {ID: "fghjk", Expires: time.Now().Add(-time.Second)},
@@ -219,10 +215,7 @@ func TestDecideStoredRequest(t *testing.T) {
 // must not be lost to that save.
 func TestStoredDecisionSurvivesTheTurnsSave(t *testing.T) {
 	f := newFixture(t, nil)
-	s, _ := f.agent.load(chat)
-	s.Messages = append(s.Messages, userMsg("go"), provider.Message{Role: provider.RoleAssistant, Content: []provider.Block{
-		{Type: provider.BlockToolUse, ID: "toolu_1", Name: ToolBash, Input: []byte(`{"command":"a"}`)},
-	}})
+	s := f.bashStep("a")
 	s.Waiting = map[string]waitingApproval{"toolu_1": {ID: "abcde", Expires: time.Now().Add(time.Hour)}}
 	if err := f.agent.save(chat, s); err != nil {
 		t.Fatal(err)

@@ -16,6 +16,20 @@ import (
 	bolt "go.etcd.io/bbolt"
 )
 
+// bashStep is chat's session with a step added, its calls not yet run:
+// the user asking to "go" and the model's answer calling bash with each of
+// commands, as toolu_1, toolu_2, ….
+func (f *fixture) bashStep(commands ...string) *session {
+	var calls []provider.Block
+	for i, c := range commands {
+		input, _ := json.Marshal(map[string]string{"command": c})
+		calls = append(calls, provider.Block{Type: provider.BlockToolUse, ID: fmt.Sprintf("toolu_%d", i+1), Name: ToolBash, Input: input})
+	}
+	s, _ := f.agent.load(chat)
+	s.Messages = append(s.Messages, userMsg("go"), provider.Message{Role: provider.RoleAssistant, Content: calls})
+	return s
+}
+
 // manyReads is one answer calling read_file n times on big.txt, a file of
 // about 30 KiB, so each result is about that size.
 func manyReads(t *testing.T, f *fixture, n int) anthropictest.Reply {
@@ -187,15 +201,8 @@ func TestNewTurnDropsTheOldStepsResults(t *testing.T) {
 
 	f.fake.Script(anthropictest.ToolUse("call_1", ToolBash, `{"command":"sleep 60"}`).
 		AndToolUse("call_0", ToolBash, `{"command":"touch ran`).StopReason("max_tokens"))
-	ctx, cancel := context.WithCancelCause(context.Background())
-	defer cancel(nil)
-	ev := &recorder{}
-	done := make(chan error, 1)
-	go func() { done <- f.agent.Turn(ctx, chat, "second", ev) }()
-	waitFor(t, "the new step's first call runs", func() bool { s, _, _ := ev.snapshot(); return len(s) == 1 })
-	crashed := crashImage(t, f)
-	cancel(ErrShutdown)
-	if err := <-done; !errors.Is(err, ErrShutdown) {
+	crashed, err := crashInFirstCall(t, f, "second")
+	if !errors.Is(err, ErrShutdown) {
 		t.Fatalf("turn = %v, want ErrShutdown", err)
 	}
 	if records, _ := stepStore(t, crashed.Store, chat); strings.Join(records, "|") != "call_0="+noteCutOff {
@@ -216,10 +223,7 @@ func TestNewTurnDropsTheOldStepsResults(t *testing.T) {
 // next conversation to read.
 func TestResetLeavesNoResults(t *testing.T) {
 	f := newFixture(t, nil)
-	s, _ := f.agent.load(chat)
-	s.Messages = append(s.Messages, userMsg("go"), provider.Message{Role: provider.RoleAssistant, Content: []provider.Block{
-		{Type: provider.BlockToolUse, ID: "toolu_1", Name: ToolBash, Input: []byte(`{"command":"a"}`)},
-	}})
+	s := f.bashStep("a")
 	s.Results = []provider.Block{{Type: provider.BlockToolResult, ID: "toolu_1", Text: "done"}}
 	if err := f.agent.save(chat, s); err != nil {
 		t.Fatal(err)
@@ -246,11 +250,7 @@ func TestResetLeavesNoResults(t *testing.T) {
 // those that ended since its last save.
 func TestReplacedSessionKeepsTheStepsResults(t *testing.T) {
 	f := newFixture(t, nil)
-	s, _ := f.agent.load(chat)
-	s.Messages = append(s.Messages, userMsg("go"), provider.Message{Role: provider.RoleAssistant, Content: []provider.Block{
-		{Type: provider.BlockToolUse, ID: "toolu_1", Name: ToolBash, Input: []byte(`{"command":"a"}`)},
-		{Type: provider.BlockToolUse, ID: "toolu_2", Name: ToolBash, Input: []byte(`{"command":"b"}`)},
-	}})
+	s := f.bashStep("a", "b")
 	s.Results = []provider.Block{{Type: provider.BlockToolResult, ID: "toolu_1", Text: "one"}}
 	if err := f.agent.save(chat, s); err != nil {
 		t.Fatal(err)

@@ -169,15 +169,7 @@ func TestServiceLacksShellSecret(t *testing.T) {
 			}
 			writeConfig(t, f, tomlConfig(settings...), 0o600)
 			f.env[config.EnvTelegramToken] = botToken
-			f.installUnit(t, tt.system, "enabled")
-			f.sys.out["loginctl show-user alice -p Linger"] = "Linger=yes\n"
-			for k, v := range tt.out {
-				f.sys.out[k] = v
-			}
-			if tt.fail != "" {
-				f.sys.code[tt.fail] = 1
-			}
-			rep := f.run(t)
+			rep := f.runWithUnit(t, tt.system, tt.out, tt.fail)
 			wantCheck(t, rep, "service", tt.status, tt.detail, tt.fix)
 			wantCheck(t, rep, "telegram", OK, []string{"token from LATCH_TELEGRAM_TOKEN in this shell"}, nil)
 		})
@@ -247,15 +239,7 @@ func TestServiceLacksShellAPIURL(t *testing.T) {
 			}
 			writeConfig(t, f, tomlConfig(settings...), 0o600)
 			f.env[variable] = url
-			f.installUnit(t, tt.system, "enabled")
-			f.sys.out["loginctl show-user alice -p Linger"] = "Linger=yes\n"
-			for k, v := range tt.out {
-				f.sys.out[k] = v
-			}
-			if tt.fail != "" {
-				f.sys.code[tt.fail] = 1
-			}
-			rep := f.run(t)
+			rep := f.runWithUnit(t, tt.system, tt.out, tt.fail)
 			wantCheck(t, rep, "service", tt.status, tt.detail, tt.fix)
 			if c := check(t, rep, "service"); strings.Contains(c.Detail+c.Fix, secretPath) || strings.Contains(c.Detail+c.Fix, "127.0.0.1") {
 				t.Errorf("the service check shows the URL: %q, fix %q", c.Detail, c.Fix)

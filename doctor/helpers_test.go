@@ -151,6 +151,22 @@ func (f *fixture) installUnit(t *testing.T, system bool, state string) {
 	}
 }
 
+// runWithUnit runs the doctor with latch.service installed and enabled,
+// for a user who lingers, systemctl printing out as well, and the command
+// fail, unless empty, failing.
+func (f *fixture) runWithUnit(t *testing.T, system bool, out map[string]string, fail string) Report {
+	t.Helper()
+	f.installUnit(t, system, "enabled")
+	f.sys.out["loginctl show-user alice -p Linger"] = "Linger=yes\n"
+	for k, v := range out {
+		f.sys.out[k] = v
+	}
+	if fail != "" {
+		f.sys.code[fail] = 1
+	}
+	return f.run(t)
+}
+
 // tomlConfig is config.toml with the given settings; empty ones are left
 // out.
 func tomlConfig(settings ...string) string {

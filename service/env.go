@@ -60,12 +60,7 @@ func LackingSecrets(home string, getenv func(string) string, env UnitEnv) ([]Env
 	if len(missing) == 0 || len(env.Unread) > 0 {
 		return nil, nil
 	}
-	svc, err := config.Loader{Getenv: func(k string) string {
-		if hidden[k] {
-			return ""
-		}
-		return getenv(k)
-	}}.Load(home)
+	svc, err := loadWithout(home, getenv, hidden)
 	if err != nil {
 		// Without the variables the config does not even load (a token
 		// file that is missing, say): the service lacks all of them.
@@ -78,6 +73,17 @@ func LackingSecrets(home string, getenv func(string) string, env UnitEnv) ([]Env
 		}
 	}
 	return lacking, nil
+}
+
+// loadWithout loads the config in home as it would with getenv, but with
+// the variables in hidden unset: as the service, which lacks them, sees it.
+func loadWithout(home string, getenv func(string) string, hidden map[string]bool) (*config.Config, error) {
+	return config.Loader{Getenv: func(k string) string {
+		if hidden[k] {
+			return ""
+		}
+		return getenv(k)
+	}}.Load(home)
 }
 
 // hasSecret reports whether cfg holds the secret that variable v supplies.
@@ -169,12 +175,7 @@ func LackingSettings(home string, getenv func(string) string, env UnitEnv) ([]En
 	if len(missing) == 0 {
 		return nil, nil
 	}
-	svc, err := config.Loader{Getenv: func(k string) string {
-		if hidden[k] {
-			return ""
-		}
-		return getenv(k)
-	}}.Load(home)
+	svc, err := loadWithout(home, getenv, hidden)
 	var lacking []EnvSetting
 	for _, s := range missing {
 		// Without the variables config.toml alone decides; it loaded

@@ -103,20 +103,11 @@ func TestLackingSecrets(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			home := t.TempDir()
-			if tt.config != "" {
-				writeTestFile(t, filepath.Join(home, config.ConfigFile), tt.config)
-			}
+			home := testHome(t, tt.config)
 			for name, text := range tt.files {
 				writeTestFile(t, filepath.Join(home, name), text)
 			}
-			env := UnitEnv{names: map[string]bool{}}
-			for _, n := range tt.unit {
-				env.names[n] = true
-			}
-			if tt.unread {
-				env.Unread = []string{"/etc/latch.env"}
-			}
+			env := testUnitEnv(tt.unit, tt.unread)
 			lacking, err := LackingSecrets(home, func(k string) string { return tt.shell[k] }, env)
 			if (err != nil) != tt.wantLoad {
 				t.Fatalf("error %v, want one: %v", err, tt.wantLoad)
@@ -194,17 +185,8 @@ func TestLackingSettings(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			home := t.TempDir()
-			if tt.config != "" {
-				writeTestFile(t, filepath.Join(home, config.ConfigFile), tt.config)
-			}
-			env := UnitEnv{names: map[string]bool{}}
-			for _, n := range tt.unit {
-				env.names[n] = true
-			}
-			if tt.unread {
-				env.Unread = []string{"/etc/latch.env"}
-			}
+			home := testHome(t, tt.config)
+			env := testUnitEnv(tt.unit, tt.unread)
 			lacking, err := LackingSettings(home, func(k string) string { return tt.shell[k] }, env)
 			if (err != nil) != tt.wantLoad {
 				t.Fatalf("error %v, want one: %v", err, tt.wantLoad)
@@ -234,8 +216,7 @@ func TestEnvSettingsCoverLoader(t *testing.T) {
 		known[v] = true
 	}
 	for _, provider := range []string{"anthropic", "openai", "none"} {
-		home := t.TempDir()
-		writeTestFile(t, filepath.Join(home, config.ConfigFile), "[agent]\nprovider = \""+provider+"\"\n")
+		home := testHome(t, "[agent]\nprovider = \""+provider+"\"\n")
 		asked := map[string]bool{}
 		l := config.Loader{Getenv: func(k string) string { asked[k] = true; return "" }}
 		if _, err := l.HomeDir(); err != nil {
@@ -250,6 +231,30 @@ func TestEnvSettingsCoverLoader(t *testing.T) {
 			}
 		}
 	}
+}
+
+// testHome returns a new latch home whose config.toml is configText; with
+// no text, it has none.
+func testHome(t *testing.T, configText string) string {
+	t.Helper()
+	home := t.TempDir()
+	if configText != "" {
+		writeTestFile(t, filepath.Join(home, config.ConfigFile), configText)
+	}
+	return home
+}
+
+// testUnitEnv is a unit environment that sets the variables names; with
+// unread, it also has an EnvironmentFile= that could not be read.
+func testUnitEnv(names []string, unread bool) UnitEnv {
+	env := UnitEnv{names: map[string]bool{}}
+	for _, n := range names {
+		env.names[n] = true
+	}
+	if unread {
+		env.Unread = []string{"/etc/latch.env"}
+	}
+	return env
 }
 
 func writeTestFile(t *testing.T, path, text string) {

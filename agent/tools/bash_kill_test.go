@@ -76,14 +76,7 @@ done # %s`, shellQuote(child), p.token)
 
 	ctx, cancel := context.WithCancel(p.t.Context())
 	p.t.Cleanup(cancel)
-	done = make(chan BashResult, 1)
-	go func() {
-		res, err := RunBash(ctx, BashOptions{Dir: p.dir, Timeout: time.Minute, pause: pause}, command)
-		if err != nil {
-			p.t.Errorf("RunBash: %v", err)
-		}
-		done <- res
-	}()
+	done = startBash(p.t, ctx, BashOptions{Dir: p.dir, Timeout: time.Minute, pause: pause}, command)
 	waitForPID(p.t, filepath.Join(p.dir, "puppet"), done)
 	return cancel, done
 }

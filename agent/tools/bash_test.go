@@ -43,6 +43,20 @@ func runBash(t *testing.T, ctx context.Context, opts BashOptions, command string
 	return res
 }
 
+// startBash runs command in the background; the channel receives its
+// result once RunBash returns.
+func startBash(t *testing.T, ctx context.Context, opts BashOptions, command string) chan BashResult {
+	done := make(chan BashResult, 1)
+	go func() {
+		res, err := RunBash(ctx, opts, command)
+		if err != nil {
+			t.Errorf("RunBash: %v", err)
+		}
+		done <- res
+	}()
+	return done
+}
+
 func TestRunBashOutputAndExitCode(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -177,14 +191,7 @@ func TestRunBashCancelKillsGroup(t *testing.T) {
 	command := "cut -d' ' -f5 /proc/$$/stat > pgid.tmp && mv pgid.tmp pgid\nsleep 60 & sleep 60 & wait"
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	done := make(chan BashResult, 1)
-	go func() {
-		res, err := RunBash(ctx, BashOptions{Dir: dir, Timeout: time.Minute}, command)
-		if err != nil {
-			t.Errorf("RunBash: %v", err)
-		}
-		done <- res
-	}()
+	done := startBash(t, ctx, BashOptions{Dir: dir, Timeout: time.Minute}, command)
 
 	pgid := waitForPID(t, pgidFile, done)
 	res := cancelAndWait(t, cancel, done)

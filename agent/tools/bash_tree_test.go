@@ -127,14 +127,7 @@ func runEscapeMode(t *testing.T, mode string, opts BashOptions, tc escapeCase) B
 	case "stop":
 		ctx, cancel := context.WithCancel(t.Context())
 		defer cancel()
-		done := make(chan BashResult, 1)
-		go func() {
-			res, err := RunBash(ctx, opts, tc.fg)
-			if err != nil {
-				t.Errorf("RunBash: %v", err)
-			}
-			done <- res
-		}()
+		done := startBash(t, ctx, opts, tc.fg)
 		waitForFields(t, filepath.Join(dir, "pids"), tc.n, done)
 		res := cancelAndWait(t, cancel, done)
 		if !res.Canceled || res.Summary() != "stopped" {
@@ -162,7 +155,7 @@ func TestRunBashKillsOnlyItsOwnCommand(t *testing.T) {
 		done       chan BashResult
 	}
 	start := func(command func(launch string, n int) string) *run {
-		r := &run{dir: t.TempDir(), token: sleepToken(), done: make(chan BashResult, 1)}
+		r := &run{dir: t.TempDir(), token: sleepToken()}
 		killLeftovers(t, r.dir, r.token)
 		var launch []string
 		for _, tc := range escapeCases(r.token) {
@@ -175,13 +168,7 @@ func TestRunBashKillsOnlyItsOwnCommand(t *testing.T) {
 		var ctx context.Context
 		ctx, r.cancel = context.WithCancel(t.Context())
 		t.Cleanup(r.cancel)
-		go func() {
-			res, err := RunBash(ctx, BashOptions{Dir: r.dir, Timeout: time.Minute}, command(strings.Join(launch, "\n"), r.n))
-			if err != nil {
-				t.Errorf("RunBash: %v", err)
-			}
-			r.done <- res
-		}()
+		r.done = startBash(t, ctx, BashOptions{Dir: r.dir, Timeout: time.Minute}, command(strings.Join(launch, "\n"), r.n))
 		waitForFields(t, filepath.Join(r.dir, "pids"), r.n, r.done)
 		return r
 	}

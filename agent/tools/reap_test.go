@@ -36,13 +36,25 @@ func inSubreaper(t *testing.T, name string) (token string, child bool) {
 	return token, false
 }
 
-// startSubreaper makes this process a subreaper that reaps until the test
-// ends.
-func startSubreaper(t *testing.T) *Reaper {
+// newSubreaper makes this process a subreaper and returns a Reaper for it,
+// which the caller runs, or not, as its test needs.
+func newSubreaper(t *testing.T) *Reaper {
 	if err := BecomeSubreaper(); err != nil {
 		t.Fatal(err)
 	}
-	r := NewReaper()
+	return NewReaper()
+}
+
+// procGone reports whether no process, not even a zombie, has the id pid.
+func procGone(pid int) bool {
+	_, err := os.Stat("/proc/" + strconv.Itoa(pid))
+	return os.IsNotExist(err)
+}
+
+// startSubreaper makes this process a subreaper that reaps until the test
+// ends.
+func startSubreaper(t *testing.T) *Reaper {
+	r := newSubreaper(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
@@ -69,14 +81,7 @@ func TestReaperReapsAdoptedOrphans(t *testing.T) {
 	dir := t.TempDir()
 	command := fmt.Sprintf("(setsid sh -c 'echo $$ > pid.tmp; mv pid.tmp pid; exec sleep %s' &)\n"+
 		"until [ -e checked ]; do sleep 0.01; done\nexit 3", token)
-	done := make(chan BashResult, 1)
-	go func() {
-		res, err := RunBash(context.Background(), BashOptions{Dir: dir, Reaper: r, Timeout: 10 * time.Second}, command)
-		if err != nil {
-			t.Errorf("RunBash: %v", err)
-		}
-		done <- res
-	}()
+	done := startBash(t, context.Background(), BashOptions{Dir: dir, Reaper: r, Timeout: 10 * time.Second}, command)
 	pid := waitForPID(t, filepath.Join(dir, "pid"), done)
 	waitUntil(t, "the orphan to be adopted by the subreaper", func() bool {
 		p, ok := readProc(pid)
@@ -91,10 +96,7 @@ func TestReaperReapsAdoptedOrphans(t *testing.T) {
 	if res := <-done; res.ExitCode != 3 {
 		t.Fatalf("RunBash = %+v (its exit status was lost)", res)
 	}
-	waitUntil(t, "the orphan to be killed and reaped", func() bool {
-		_, err := os.Stat("/proc/" + strconv.Itoa(pid))
-		return os.IsNotExist(err)
-	})
+	waitUntil(t, "the orphan to be killed and reaped", func() bool { return procGone(pid) })
 	for i := 0; i < 20; i++ {
 		res, err := RunBash(context.Background(), BashOptions{Reaper: r}, "exit 7")
 		if err != nil || res.ExitCode != 7 {
@@ -114,10 +116,7 @@ func TestReaperOutlivesItsContextWhileCommandsRun(t *testing.T) {
 	if !child {
 		return
 	}
-	if err := BecomeSubreaper(); err != nil {
-		t.Fatal(err)
-	}
-	r := NewReaper()
+	r := newSubreaper(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	ran := make(chan struct{})
@@ -128,14 +127,7 @@ func TestReaperOutlivesItsContextWhileCommandsRun(t *testing.T) {
 	dir := t.TempDir()
 	command := fmt.Sprintf("(setsid sh -c 'echo $$ > pid.tmp; mv pid.tmp pid; until [ -e die ]; do sleep 0.01; done # %s' &)\n"+
 		"until [ -e go ]; do sleep 0.01; done", token)
-	done := make(chan BashResult, 1)
-	go func() {
-		res, err := RunBash(context.Background(), BashOptions{Dir: dir, Reaper: r, Timeout: time.Minute}, command)
-		if err != nil {
-			t.Errorf("RunBash: %v", err)
-		}
-		done <- res
-	}()
+	done := startBash(t, context.Background(), BashOptions{Dir: dir, Reaper: r, Timeout: time.Minute}, command)
 	pid := waitForPID(t, filepath.Join(dir, "pid"), done)
 	waitUntil(t, "the orphan to be adopted by the subreaper", func() bool {
 		p, ok := readProc(pid)
@@ -144,10 +136,7 @@ func TestReaperOutlivesItsContextWhileCommandsRun(t *testing.T) {
 
 	cancel() // the daemon begins to stop; the command runs on in the grace
 	touch(t, filepath.Join(dir, "die"))
-	waitUntil(t, "the orphan that exited in the grace to be reaped", func() bool {
-		_, err := os.Stat("/proc/" + strconv.Itoa(pid))
-		return os.IsNotExist(err)
-	})
+	waitUntil(t, "the orphan that exited in the grace to be reaped", func() bool { return procGone(pid) })
 	select {
 	case <-ran:
 		t.Fatal("Run returned while a command was still running")
@@ -174,10 +163,7 @@ func TestRunBashReapsWhatItKilled(t *testing.T) {
 	if !child {
 		return
 	}
-	if err := BecomeSubreaper(); err != nil {
-		t.Fatal(err)
-	}
-	r := NewReaper()
+	r := newSubreaper(t)
 	for _, mode := range []string{"timeout", "stop", "exit"} {
 		t.Run(mode, func(t *testing.T) {
 			tc := untaggedOrphan(token)
@@ -186,7 +172,7 @@ func TestRunBashReapsWhatItKilled(t *testing.T) {
 			pids := readPIDs(t, dir, tc.n)
 			waitUntil(t, "the killed orphans to be reaped", func() bool {
 				for _, pid := range pids {
-					if _, err := os.Stat("/proc/" + strconv.Itoa(pid)); !os.IsNotExist(err) {
+					if !procGone(pid) {
 						return false
 					}
 				}
@@ -235,26 +221,13 @@ func TestRunBashLeavesOrphansAnotherCommandMayOwn(t *testing.T) {
 	r := startSubreaper(t)
 	tc := untaggedOrphan(token)
 	first, second := t.TempDir(), t.TempDir()
-	firstDone := make(chan BashResult, 1)
-	go func() { // started first, it leaves its orphan only once told to
-		res, err := RunBash(context.Background(), BashOptions{Dir: first, Reaper: r, Timeout: time.Minute},
-			"until [ -e go ]; do sleep 0.01; done\n"+tc.launch+"\n"+waitForPIDs(tc.n))
-		if err != nil {
-			t.Errorf("RunBash: %v", err)
-		}
-		firstDone <- res
-	}()
+	// Started first, it leaves its orphan only once told to.
+	firstDone := startBash(t, context.Background(), BashOptions{Dir: first, Reaper: r, Timeout: time.Minute},
+		"until [ -e go ]; do sleep 0.01; done\n"+tc.launch+"\n"+waitForPIDs(tc.n))
 	waitUntil(t, "the first command to start", func() bool { return len(r.running(0)) == 1 })
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	secondDone := make(chan BashResult, 1)
-	go func() {
-		res, err := RunBash(ctx, BashOptions{Dir: second, Reaper: r, Timeout: time.Minute}, tc.fg)
-		if err != nil {
-			t.Errorf("RunBash: %v", err)
-		}
-		secondDone <- res
-	}()
+	secondDone := startBash(t, ctx, BashOptions{Dir: second, Reaper: r, Timeout: time.Minute}, tc.fg)
 	waitForFields(t, filepath.Join(second, "pids"), tc.n, secondDone)
 	secondPIDs := readPIDs(t, second, tc.n)
 

@@ -85,6 +85,20 @@ func serviceTestEnv(t *testing.T) (unitDir, home string) {
 	return filepath.Join(cfg, "systemd", "user"), home
 }
 
+// serviceTestHome is serviceTestEnv with the latch home made and, unless
+// configText is empty, a config.toml holding it.
+func serviceTestHome(t *testing.T, configText string) (unitDir, home string) {
+	t.Helper()
+	unitDir, home = serviceTestEnv(t)
+	if err := os.MkdirAll(home, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if configText != "" {
+		writeDoctorConfig(t, home, configText)
+	}
+	return unitDir, home
+}
+
 // Commands install runs to learn the service's environment and state.
 const (
 	showEnv     = "systemctl --user show latch.service -p Environment -p EnvironmentFiles"
@@ -296,13 +310,7 @@ func TestServiceInstallEnvOnlySecrets(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			unitDir, home := serviceTestEnv(t)
-			if err := os.MkdirAll(home, 0o700); err != nil {
-				t.Fatal(err)
-			}
-			if tt.config != "" {
-				writeDoctorConfig(t, home, tt.config)
-			}
+			unitDir, home := serviceTestHome(t, tt.config)
 			for name, text := range tt.files {
 				if err := os.WriteFile(filepath.Join(home, name), []byte(text), 0o600); err != nil {
 					t.Fatal(err)
@@ -319,14 +327,8 @@ func TestServiceInstallEnvOnlySecrets(t *testing.T) {
 					t.Errorf("output shows the secret %q", s)
 				}
 			}
-			_, statErr := os.Stat(filepath.Join(unitDir, service.UnitName))
 			if tt.refused {
-				if err == nil {
-					t.Fatalf("install succeeded; want a refusal\n%s", out)
-				}
-				if !slices.Equal(fake.ran, []string{showEnv, showManager}) || statErr == nil {
-					t.Errorf("a refused install changed something: ran %q, unit file: %v", fake.ran, statErr)
-				}
+				assertRefusedUnchanged(t, fake, unitDir, out, err)
 				for _, want := range []string{"token_file", "EnvironmentFile=" + filepath.Join(home, "service.env"),
 					"systemctl --user edit latch.service", "latch service install --no-start", "--allow-missing-env"} {
 					if !strings.Contains(err.Error(), want) && !(want == "token_file" && strings.Contains(err.Error(), "api_key_file")) {
@@ -340,20 +342,7 @@ func TestServiceInstallEnvOnlySecrets(t *testing.T) {
 				}
 				return
 			}
-			if err != nil {
-				t.Fatalf("install: %v\n%s", err, errOut)
-			}
-			if statErr != nil {
-				t.Errorf("no unit written: %v", statErr)
-			}
-			if len(tt.warned) == 0 && strings.Contains(errOut, "would run without") {
-				t.Errorf("a warning although the service gets everything:\n%s", errOut)
-			}
-			for _, v := range tt.warned {
-				if !strings.Contains(errOut, "warning: latch.service would run without") || !strings.Contains(errOut, v) {
-					t.Errorf("no warning naming %s:\n%s", v, errOut)
-				}
-			}
+			assertInstalledWarning(t, unitDir, errOut, err, "warning: latch.service would run without", tt.warned)
 		})
 	}
 }
@@ -415,13 +404,7 @@ func TestServiceInstallEnvOnlyAPIURLs(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			unitDir, home := serviceTestEnv(t)
-			if err := os.MkdirAll(home, 0o700); err != nil {
-				t.Fatal(err)
-			}
-			if tt.config != "" {
-				writeDoctorConfig(t, home, tt.config)
-			}
+			unitDir, home := serviceTestHome(t, tt.config)
 			envFile := filepath.Join(home, "service.env")
 			if err := os.WriteFile(envFile, []byte(config.EnvDiscordAPIURL+"=x\n"), 0o600); err != nil {
 				t.Fatal(err)
@@ -442,14 +425,8 @@ func TestServiceInstallEnvOnlyAPIURLs(t *testing.T) {
 					t.Errorf("output shows the value %q:\n%s", s, all)
 				}
 			}
-			_, statErr := os.Stat(filepath.Join(unitDir, service.UnitName))
 			if tt.refused {
-				if err == nil {
-					t.Fatalf("install succeeded; want a refusal\n%s", out)
-				}
-				if !slices.Equal(fake.ran, []string{showEnv, showManager}) || statErr == nil {
-					t.Errorf("a refused install changed something: ran %q, unit file: %v", fake.ran, statErr)
-				}
+				assertRefusedUnchanged(t, fake, unitDir, out, err)
 				for _, want := range append([]string{"EnvironmentFile=" + envFile, "systemctl --user edit latch.service",
 					"latch service install --no-start", "--allow-missing-env"}, tt.keys...) {
 					if !strings.Contains(err.Error(), want) {
@@ -463,21 +440,42 @@ func TestServiceInstallEnvOnlyAPIURLs(t *testing.T) {
 				}
 				return
 			}
-			if err != nil {
-				t.Fatalf("install: %v\n%s", err, errOut)
-			}
-			if statErr != nil {
-				t.Errorf("no unit written: %v", statErr)
-			}
-			if len(tt.warned) == 0 && strings.Contains(errOut, "would run without") {
-				t.Errorf("a warning although the service gets everything:\n%s", errOut)
-			}
-			for _, v := range tt.warned {
-				if !strings.Contains(errOut, "warning: latch.service would run without this shell's") || !strings.Contains(errOut, v) {
-					t.Errorf("no warning naming %s:\n%s", v, errOut)
-				}
-			}
+			assertInstalledWarning(t, unitDir, errOut, err, "warning: latch.service would run without this shell's", tt.warned)
 		})
+	}
+}
+
+// assertRefusedUnchanged checks that install refused and did no more than
+// ask systemd for the unit's environment: no unit file, no systemctl change.
+func assertRefusedUnchanged(t *testing.T, fake *fakeMachine, unitDir, out string, err error) {
+	t.Helper()
+	if err == nil {
+		t.Fatalf("install succeeded; want a refusal\n%s", out)
+	}
+	_, statErr := os.Stat(filepath.Join(unitDir, service.UnitName))
+	if !slices.Equal(fake.ran, []string{showEnv, showManager}) || statErr == nil {
+		t.Errorf("a refused install changed something: ran %q, unit file: %v", fake.ran, statErr)
+	}
+}
+
+// assertInstalledWarning checks that install wrote the unit and that its
+// warning, starting with warning, names each variable in warned; with no
+// variables, that it did not warn.
+func assertInstalledWarning(t *testing.T, unitDir, errOut string, err error, warning string, warned []string) {
+	t.Helper()
+	if err != nil {
+		t.Fatalf("install: %v\n%s", err, errOut)
+	}
+	if _, statErr := os.Stat(filepath.Join(unitDir, service.UnitName)); statErr != nil {
+		t.Errorf("no unit written: %v", statErr)
+	}
+	if len(warned) == 0 && strings.Contains(errOut, "would run without") {
+		t.Errorf("a warning although the service gets everything:\n%s", errOut)
+	}
+	for _, v := range warned {
+		if !strings.Contains(errOut, warning) || !strings.Contains(errOut, v) {
+			t.Errorf("no warning naming %s:\n%s", v, errOut)
+		}
 	}
 }
 

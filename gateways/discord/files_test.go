@@ -53,10 +53,7 @@ func TestSendFileLimits(t *testing.T) {
 }
 
 func TestDownload(t *testing.T) {
-	srv := newFake(t)
-	g, _ := started(t, srv)
-	sink := newSink("")
-	run(t, g, sink)
+	srv, g, sink := running(t)
 	data := bytes.Repeat([]byte("0123456789"), 100)
 	srv.SendDM(alice, "", discordtest.File{Name: "data.bin", ContentType: "application/octet-stream", Data: data})
 	a := sink.waitStored(t, 1)[0].Files[0]
@@ -133,10 +130,7 @@ func TestSendFileRetries5xx(t *testing.T) {
 // than the CDN then serves, without a Content-Length, is cut off once
 // more than the limit arrives; one of exactly the limit is whole.
 func TestDownloadMoreThanAnnounced(t *testing.T) {
-	srv := newFake(t)
-	g, _ := started(t, srv)
-	sink := newSink("")
-	run(t, g, sink)
+	srv, g, sink := running(t)
 	const limit = 1000
 	over := bytes.Repeat([]byte("x"), limit+1)
 	exact := bytes.Repeat([]byte("y"), limit)

@@ -84,6 +84,17 @@ func run(t *testing.T, g *Gateway, sink gateways.Sink) (stop func() error) {
 	return adaptertest.Run(t, func(ctx context.Context) error { return g.Run(ctx, sink) })
 }
 
+// running is a fake Discord and a started gateway that runs into a new
+// sink, with no cursor, until the test ends.
+func running(t *testing.T) (*discordtest.Server, *Gateway, *memSink) {
+	t.Helper()
+	srv := newFake(t)
+	g, _ := started(t, srv)
+	sink := newSink("")
+	run(t, g, sink)
+	return srv, g, sink
+}
+
 // waitFake waits for a condition on the fake's state.
 func waitFake(t *testing.T, srv *discordtest.Server, what string, cond func() bool) {
 	t.Helper()

@@ -19,11 +19,11 @@ import (
 
 const token = "MTIzNDU2Nzg5MDEyMzQ1Njc4OQ.GabcDE.sEcReT-hmacValue_0123456789abcdefghijkl"
 
-// TestWithHub runs the adapter under the real Hub and store: pairing from
-// a DM, a command and its reply, a stranger ignored, a message sent while
-// latch was down, and a button press answered by the Hub within Discord's
-// three seconds.
-func TestWithHub(t *testing.T) {
+// newHubDeps is what a test that runs the adapter under the real Hub
+// needs: a fake Discord, a store, and a pairer whose key is made of key.
+// All are closed when the test ends.
+func newHubDeps(t *testing.T, key byte) (*discordtest.Server, *store.DB, *pairing.Pairer) {
+	t.Helper()
 	srv := discordtest.New(token)
 	t.Cleanup(srv.Close)
 	db, err := store.Open(filepath.Join(t.TempDir(), "latch.db"), store.Options{})
@@ -31,7 +31,16 @@ func TestWithHub(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	pairer, _ := pairing.New(bytes.Repeat([]byte{1}, pairing.KeyLen))
+	pairer, _ := pairing.New(bytes.Repeat([]byte{key}, pairing.KeyLen))
+	return srv, db, pairer
+}
+
+// TestWithHub runs the adapter under the real Hub and store: pairing from
+// a DM, a command and its reply, a stranger ignored, a message sent while
+// latch was down, and a button press answered by the Hub within Discord's
+// three seconds.
+func TestWithHub(t *testing.T) {
+	srv, db, pairer := newHubDeps(t, 1)
 	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))
 	owner := discordtest.User{ID: "300000000000000001", Username: "owner"}
 	stranger := discordtest.User{ID: "300000000000000002", Username: "stranger"}

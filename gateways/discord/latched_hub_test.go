@@ -1,11 +1,9 @@
 package discord_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -103,14 +101,7 @@ type daemon struct {
 }
 
 func newDaemon(t *testing.T) *daemon {
-	srv := discordtest.New(token)
-	t.Cleanup(srv.Close)
-	db, err := store.Open(filepath.Join(t.TempDir(), "latch.db"), store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	pairer, _ := pairing.New(bytes.Repeat([]byte{3}, pairing.KeyLen))
+	srv, db, pairer := newHubDeps(t, 3)
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	t.Cleanup(cancel)
 	return &daemon{t: t, ctx: ctx, srv: srv, db: db, pairer: pairer,

@@ -13,10 +13,7 @@ import (
 // channel the owner's in the cursor; what latch sends a stranger — a
 // refused code, any other text — only makes theirs answered.
 func TestSendMarksOnlyThePairedChatAsOwner(t *testing.T) {
-	srv := newFake(t)
-	g, _ := started(t, srv)
-	sink := newSink("")
-	run(t, g, sink)
+	srv, g, sink := running(t)
 	ctx := testContext(t)
 
 	try := srv.SendDM(bob, "/pair WXYZ-2345")

@@ -1,11 +1,9 @@
 package discord_test
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"log/slog"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -28,14 +26,7 @@ type syncBuffer = adaptertest.LogBuffer
 // neither code shows up in any log line. Then an answer streams into the
 // paired DM as a reply to the owner's message, completed by an edit.
 func TestPairCommandWithHub(t *testing.T) {
-	srv := discordtest.New(token)
-	t.Cleanup(srv.Close)
-	db, err := store.Open(filepath.Join(t.TempDir(), "latch.db"), store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	pairer, _ := pairing.New(bytes.Repeat([]byte{2}, pairing.KeyLen))
+	srv, db, pairer := newHubDeps(t, 2)
 	logs := &syncBuffer{}
 	log := slog.New(slog.NewTextHandler(io.MultiWriter(logs, t.Output()), &slog.HandlerOptions{Level: slog.LevelDebug}))
 	owner := discordtest.User{ID: "300000000000000001", Username: "owner"}

@@ -76,10 +76,7 @@ func invokePair(t *testing.T, srv *discordtest.Server, u discordtest.User, code 
 // none for a stranger, and "thinking…" would be an answer), and the reply
 // is the command's ephemeral response instead of going to the channel.
 func TestPairCommand(t *testing.T) {
-	srv := newFake(t)
-	g, _ := started(t, srv)
-	sink := newSink("")
-	run(t, g, sink)
+	srv, g, sink := running(t)
 	in := invokePair(t, srv, alice, " abcd-efgh ")
 	m := sink.waitStored(t, 1)[0]
 	want := gateways.Message{Gateway: "discord", ID: in.ID, ChatID: srv.DMChannel(alice), ChatType: gateways.ChatPrivate,

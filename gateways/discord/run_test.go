@@ -14,10 +14,7 @@ import (
 )
 
 func TestRunTranslatesMessages(t *testing.T) {
-	srv := newFake(t)
-	g, _ := started(t, srv)
-	sink := newSink("")
-	run(t, g, sink)
+	srv, g, sink := running(t)
 
 	photo := discordtest.File{Name: "cat.png", ContentType: "image/png", Data: []byte("png")}
 	notes := discordtest.File{Name: "notes.txt", ContentType: "text/plain; charset=utf-8", Data: []byte("hello notes")}
@@ -329,10 +326,7 @@ func TestRunBackfillOutlastsTransientErrors(t *testing.T) {
 // owner's channel stays in it, so what they send while latch is down is
 // still backfilled.
 func TestRunKeepsLatchedChannelInCursor(t *testing.T) {
-	srv := newFake(t)
-	g, _ := started(t, srv)
-	sink := newSink("")
-	run(t, g, sink)
+	srv, g, sink := running(t)
 	in := srv.SendDM(alice, "hello")
 	sink.waitStored(t, 1)
 	ev := g.RenderTurn(testContext(t), in.ChannelID, in.ID)
