@@ -49,7 +49,10 @@ func (s *session) loadResults(tx *store.Tx, key string, old []provider.Block) er
 // when Results shrank without endStep, rather than slice out of range.
 func (s *session) saveResults(tx *store.Tx, key string, gone bool) error {
 	from := s.resultsSaved
-	if gone || s.staleResults || from > len(s.Results) {
+	switch {
+	case gone:
+		from = 0 // nothing stored to clear
+	case s.staleResults || from > len(s.Results):
 		if err := tx.ClearSessionResults(key); err != nil {
 			return err
 		}

@@ -213,7 +213,7 @@ func (h *Hub) fold(head store.Entry, items []store.Entry) (store.Entry, error) {
 	merged := head
 	x := decodeExtra(head)
 	for _, e := range items {
-		merged.Text = joinCaptions(merged.Text, e.Text)
+		merged.Text = JoinCaptions(merged.Text, e.Text)
 		x.Files = append(x.Files, decodeExtra(e).Files...)
 	}
 	merged.Extra = x.encode()
@@ -228,8 +228,9 @@ func (h *Hub) fold(head store.Entry, items []store.Entry) (store.Entry, error) {
 	return merged, err
 }
 
-// joinCaptions joins two captions as the Telegram adapter joins an album's.
-func joinCaptions(a, b string) string {
+// JoinCaptions joins the captions of two items of an album, as the Hub's
+// fold and an adapter that merges an album itself both do.
+func JoinCaptions(a, b string) string {
 	switch {
 	case a == "":
 		return b

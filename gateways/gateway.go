@@ -145,6 +145,11 @@ type PairLinker interface {
 	PairLink(code string) string
 }
 
+// ForwardedLabel starts the text of a message the owner forwarded: it is
+// someone else's words, and the label keeps a forwarded "!" or "/" from
+// ever being taken for a command.
+const ForwardedLabel = "↪ Forwarded message:\n"
+
 // ErrRejected is wrapped by Gateway.Send when the platform refused the
 // message itself (an answer in the 4xx range other than 429: the chat is
 // gone, the bot was blocked, a topic is closed): sending it again cannot

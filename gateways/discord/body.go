@@ -11,12 +11,6 @@ import (
 	"github.com/latchd/latch/gateways"
 )
 
-// forwardedLabel starts the text of a message the owner forwarded: it is
-// someone else's words, to show the agent, never a command of the
-// owner's, even when it starts with "!" or "/". The Telegram adapter
-// labels a forward with the same words.
-const forwardedLabel = "↪ Forwarded message:\n"
-
 // unreadable stands for a message with nothing latch can pass on: no
 // text, file, sticker, poll or embed (a kind of message Discord added
 // later, say). It goes to the Hub all the same, so the owner hears back
@@ -60,7 +54,7 @@ func body(m *discordgo.Message, botID string) (text string, files []gateways.Att
 
 // forwardBody is body for a forward (a message_reference of type
 // FORWARD), whose own text is own: the forwarded message comes in its
-// snapshot, its text labelled forwardedLabel (or, without text or files,
+// snapshot, its text labelled gateways.ForwardedLabel (or, without text or files,
 // its description), its files as the owner's.
 func forwardBody(m *discordgo.Message, own string) (text string, files []gateways.Attachment, longest int) {
 	var fwd *discordgo.Message
@@ -83,7 +77,7 @@ func forwardBody(m *discordgo.Message, own string) (text string, files []gateway
 		text = strings.TrimPrefix(text+"\n\n"+own, "\n\n")
 	}
 	if text != "" {
-		text = forwardedLabel + text
+		text = gateways.ForwardedLabel + text
 	}
 	return text, files, longest
 }

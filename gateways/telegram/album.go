@@ -71,12 +71,7 @@ func joins(a, it albumItem) bool {
 func merged(a, it albumItem) albumItem {
 	files := make([]gateways.Attachment, 0, len(a.msg.Files)+len(it.msg.Files))
 	a.msg.Files = append(append(files, a.msg.Files...), it.msg.Files...)
-	switch {
-	case a.msg.Text == "":
-		a.msg.Text = it.msg.Text
-	case it.msg.Text != "":
-		a.msg.Text += "\n\n" + it.msg.Text
-	}
+	a.msg.Text = gateways.JoinCaptions(a.msg.Text, it.msg.Text)
 	a.items++
 	return a
 }

@@ -54,7 +54,7 @@ func TestRunTranslatesMedia(t *testing.T) {
 		{telegramtest.Incoming{Story: &telegramtest.Story{Chat: telegramtest.Private(bob), ID: 3}},
 			"[The owner sent a story, which latch cannot pass on yet]", nil},
 		{telegramtest.Incoming{Location: &paris, ForwardedFrom: &bob},
-			forwardedLabel + "[The owner sent a location: 48.85837, 2.294481]", nil},
+			gateways.ForwardedLabel + "[The owner sent a location: 48.85837, 2.294481]", nil},
 	}
 	for _, m := range in {
 		m.msg.Chat, m.msg.From = chat, &alice

@@ -403,8 +403,8 @@ func TestForwardedMessageIsNeverACommand(t *testing.T) {
 		t.Fatalf("inbox = %+v, want both forwarded messages", got)
 	}
 	for i, want := range []string{"!touch pwned", "/stop"} {
-		if got[i].Text != forwardedLabel+want {
-			t.Errorf("stored %q, want %q", got[i].Text, forwardedLabel+want)
+		if got[i].Text != gateways.ForwardedLabel+want {
+			t.Errorf("stored %q, want %q", got[i].Text, gateways.ForwardedLabel+want)
 		}
 	}
 }

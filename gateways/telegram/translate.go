@@ -166,11 +166,6 @@ func (g *Gateway) decode(raw []byte) update {
 	return out
 }
 
-// forwardedLabel starts the text of a message the owner forwarded: it is
-// someone else's words, to show the agent, never a command of the
-// owner's, even when it starts with "!" or "/".
-const forwardedLabel = "↪ Forwarded message:\n"
-
 // forwarded reports whether the update's message carries forward_origin
 // (Bot API 7.0; the library predates it). The cheap search spares the
 // decode for nearly every update; the decode tells the message's own
@@ -232,7 +227,7 @@ func (g *Gateway) message(u tgbotapi.Update, topic int, raw []byte) (gateways.Me
 		return gateways.Message{}, false
 	}
 	if forwarded && text != "" {
-		text = forwardedLabel + text
+		text = gateways.ForwardedLabel + text
 	}
 	return gateways.Message{
 		Gateway:  gatewayName,
