@@ -33,6 +33,8 @@ type Toolbox struct {
 	BashTimeout time.Duration
 	// Reaper is the daemon's orphan reaper, or nil.
 	Reaper *tools.Reaper
+	// Cgroups gives each command a cgroup of its own; nil for none.
+	Cgroups *tools.Cgroups
 }
 
 // File is a workspace file the agent hands to the chat.
@@ -130,7 +132,7 @@ func (tb *Toolbox) run(ctx context.Context, name string, input json.RawMessage) 
 		if err := decode(input, &a); err != nil {
 			return "", nil, err
 		}
-		res, err := tools.RunBash(ctx, tools.BashOptions{Dir: ws.Dir(), Timeout: tb.BashTimeout, Reaper: tb.Reaper}, a.Command)
+		res, err := tools.RunBash(ctx, tools.BashOptions{Dir: ws.Dir(), Timeout: tb.BashTimeout, Reaper: tb.Reaper, Cgroups: tb.Cgroups}, a.Command)
 		if err != nil {
 			return "", nil, err
 		}

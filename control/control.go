@@ -134,7 +134,14 @@ type Status struct {
 	Gateways  []GatewayStatus `json:"gateways"`
 	// Memory is the running daemon's Go memory; nil when it is not running.
 	Memory *MemoryInfo `json:"memory,omitempty"`
+	// Commands says how the running daemon ends the processes of a
+	// command: CommandsInCgroups, or why it cannot (it then walks /proc).
+	Commands string `json:"commands,omitempty"`
 }
+
+// CommandsInCgroups is Status.Commands of a daemon that puts each command
+// in a cgroup of its own.
+const CommandsInCgroups = "a cgroup per command"
 
 // MemoryInfo is the Go runtime's account of the daemon's memory.
 type MemoryInfo struct {

@@ -18,12 +18,12 @@ import (
 // A missing model is not an error: latch still works as a remote shell and
 // says how to add one. A nil log discards.
 func NewAgent(cfg *config.Config, db *store.DB, ws *tools.Workspace, log *slog.Logger) (*agent.Agent, error) {
-	return newAgent(cfg, db, ws, log, nil)
+	return newAgent(cfg, db, ws, log, nil, nil)
 }
 
-// newAgent is NewAgent with the daemon's orphan reaper (nil outside a
-// daemon, which is no subreaper).
-func newAgent(cfg *config.Config, db *store.DB, ws *tools.Workspace, log *slog.Logger, reaper *tools.Reaper) (*agent.Agent, error) {
+// newAgent is NewAgent with the daemon's orphan reaper and cgroups (nil
+// outside a daemon, which is no subreaper and makes no cgroups).
+func newAgent(cfg *config.Config, db *store.DB, ws *tools.Workspace, log *slog.Logger, reaper *tools.Reaper, cgroups *tools.Cgroups) (*agent.Agent, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -48,6 +48,7 @@ func newAgent(cfg *config.Config, db *store.DB, ws *tools.Workspace, log *slog.L
 			Fetcher:     tools.NewFetcher(tools.FetchOptions{Allow: c.FetchAllow}),
 			BashTimeout: c.BashTimeout,
 			Reaper:      reaper,
+			Cgroups:     cgroups,
 		},
 	}), nil
 }

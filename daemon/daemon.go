@@ -67,6 +67,10 @@ type Daemon struct {
 	notify service.Notifier
 	// reaper reaps the orphans the daemon adopts as a child subreaper.
 	reaper *tools.Reaper
+	// cgroups gives each command a cgroup of its own; nil where latch
+	// cannot have them, and commands says why (control.Status.Commands).
+	cgroups  *tools.Cgroups
+	commands string
 }
 
 // New returns a daemon for cfg.
@@ -123,12 +127,26 @@ func (d *Daemon) Run(ctx context.Context) error {
 		return fmt.Errorf("become subreaper: %w", err)
 	}
 	d.reaper = tools.NewReaper()
+	// Removed after serve, which returns once the last command has ended.
+	cgroups, err := tools.OpenCgroups()
+	d.commands = control.CommandsInCgroups
+	if err != nil {
+		d.commands = err.Error()
+		d.Log.Info("commands are not put in cgroups of their own; ending one walks /proc, which a process replacing itself fast can outrun", "why", err)
+	} else {
+		defer func() {
+			if err := cgroups.Close(); err != nil {
+				d.Log.Warn("cgroups", "err", err)
+			}
+		}()
+	}
+	d.cgroups = cgroups
 	ws, err := tools.OpenWorkspace(d.Config.Agent.Workspace)
 	if err != nil {
 		return fmt.Errorf("workspace: %w", err)
 	}
 	defer ws.Close()
-	ag, err := newAgent(d.Config, db, ws, d.Log, d.reaper)
+	ag, err := newAgent(d.Config, db, ws, d.Log, d.reaper, d.cgroups)
 	if err != nil {
 		return err
 	}
@@ -303,7 +321,7 @@ func (d *Daemon) buildGateways() []gateways.Gateway {
 // its own, bounded in time and output.
 func (d *Daemon) shell(ctx context.Context, command string) string {
 	res, err := tools.RunBash(ctx, tools.BashOptions{
-		Dir: d.Config.Agent.Workspace, Timeout: d.Config.Agent.BashTimeout, Reaper: d.reaper,
+		Dir: d.Config.Agent.Workspace, Timeout: d.Config.Agent.BashTimeout, Reaper: d.reaper, Cgroups: d.cgroups,
 	}, command)
 	if err != nil {
 		return "could not start the command: " + err.Error()

@@ -11,6 +11,7 @@ import (
 
 	"github.com/latchd/latch/agent/provider/anthropic/anthropictest"
 	"github.com/latchd/latch/config"
+	"github.com/latchd/latch/control"
 	"github.com/latchd/latch/gateways/telegram/telegramtest"
 )
 
@@ -299,5 +300,39 @@ func TestE2EUnpairSilencesTheTurn(t *testing.T) {
 	time.Sleep(300 * time.Millisecond) // room for a last edit
 	if m, ed := shown(); m != msgs+1 || ed != edits {
 		t.Errorf("after the unpair the chat got %d messages (want only the notice) and %d edits (want none):%s", m-msgs, ed-edits, e.describeSent())
+	}
+}
+
+// TestE2ECommandsRunInCgroupsOfTheirOwn: where the machine lets latch make
+// cgroups (CI runs as root without systemd), both a chat command and the
+// agent's bash run each in a cgroup of its own, below the daemon's.
+func TestE2ECommandsRunInCgroupsOfTheirOwn(t *testing.T) {
+	e := newEnv(t)
+	fake := withModel(e)
+	cgroups := e.start().d.cgroups // written before Ready is closed
+	e.pair()
+	if cgroups == nil {
+		msg := "the daemon has no cgroups here: " + e.logs.String()
+		if os.Getenv("LATCH_REQUIRE_ROOT_TESTS") != "" {
+			t.Fatal(msg + "; LATCH_REQUIRE_ROOT_TESTS is set")
+		}
+		t.Skip(msg)
+	}
+	if st, err := e.client().Status(t.Context()); err != nil || st.Commands != control.CommandsInCgroups {
+		t.Errorf("status says commands are ended by %q (%v), want %q", st.Commands, err, control.CommandsInCgroups)
+	}
+	tree := "/" + filepath.Base(cgroups.Dir()) + "/cmd-"
+	e.say(owner, "!grep ^0:: /proc/self/cgroup")
+	e.waitReply(owner.ID, tree+"1\n")
+	fake.Script(
+		anthropictest.ToolUse("toolu_1", "bash", `{"command":"grep ^0:: /proc/self/cgroup > cgroup.txt"}`),
+		anthropictest.Text("Looked."),
+	)
+	e.say(owner, "which cgroup?")
+	e.say(owner, "/approve "+e.approvalFor("Allow bash?"))
+	e.waitReply(owner.ID, "Looked.")
+	b, err := os.ReadFile(filepath.Join(e.home, "workspace", "cgroup.txt"))
+	if err != nil || !strings.HasSuffix(string(b), tree+"2\n") {
+		t.Errorf("the agent's command ran in %q (%v), want a path ending in %q", b, err, tree+"2")
 	}
 }

@@ -242,8 +242,17 @@ func (fakeDaemon) Mint(context.Context, control.MintRequest) (control.MintResult
 }
 func (fakeDaemon) Unpair(context.Context, string) error { return control.ErrRefused }
 func (fakeDaemon) Status(context.Context) (control.Status, error) {
-	return control.Status{PID: 4242, Version: "v9.9.9", StartedAt: epoch.Add(-90 * 60e9),
+	return control.Status{PID: 4242, Version: "v9.9.9", StartedAt: epoch.Add(-90 * 60e9), Commands: control.CommandsInCgroups,
 		Gateways: []control.GatewayStatus{{Name: "telegram", Configured: true, Connected: true, BotName: "latch_test_bot"}}}, nil
+}
+
+// walkingDaemon is a running daemon that could not have cgroups.
+type walkingDaemon struct{ fakeDaemon }
+
+func (d walkingDaemon) Status(ctx context.Context) (control.Status, error) {
+	st, err := d.fakeDaemon.Status(ctx)
+	st.Commands = "no cgroup per command: systemd did not delegate cgroup /user.slice/session-3.scope to latch"
+	return st, err
 }
 
 // startDaemon serves the control socket of f's home until the test ends.
@@ -258,6 +267,18 @@ func TestDaemonRunning(t *testing.T) {
 	startDaemon(t, f)
 	rep := f.run(t)
 	wantCheck(t, rep, "daemon", OK, []string{"pid 4242", "v9.9.9", "up 1h30m0s"}, nil)
+}
+
+// TestDaemonWithoutCgroups: a daemon whose commands are not in cgroups of
+// their own (run from a terminal, or by an older unit without Delegate=yes)
+// is a warning that says why and how to get them.
+func TestDaemonWithoutCgroups(t *testing.T) {
+	f := newFixture(t, "")
+	f.sys.missing = true
+	serveDaemon(t, f, walkingDaemon{})
+	rep := f.run(t)
+	wantCheck(t, rep, "daemon", Warn, []string{"pid 4242", "not in cgroups of their own", "session-3.scope", "outrun"},
+		[]string{"latch service install", "Delegate=yes"})
 }
 
 func TestWebhook(t *testing.T) {

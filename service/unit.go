@@ -66,8 +66,10 @@ const HardenTradeoff = `Hardening (latch service install --harden). What it cost
   RestrictSUIDSGID stop setuid programs from gaining privileges. This also
   breaks tools built on setuid helpers, such as rootless podman (newuidmap).
 - /usr, /boot and /etc are read-only to latch and every command it runs
-  (ProtectSystem=full), and so are /proc/sys, /sys and the cgroup tree;
-  kernel modules cannot be loaded.
+  (ProtectSystem=full), and so are /proc/sys and /sys but for the cgroup
+  tree, where latch gives each command a cgroup of its own (the kernel lets
+  it write only below the service's cgroup, which systemd delegates to
+  it); kernel modules cannot be loaded.
 - /tmp and /var/tmp are private to the service: what the agent leaves there
   is not in the /tmp you see.
 ProtectHome is deliberately not set: $LATCH_HOME and the workspace live in
@@ -138,16 +140,21 @@ WatchdogSec=30
 # control-group, would SIGTERM those commands at the same moment as latch
 # and race its shutdown; process would leave escaped processes running.
 KillMode=mixed
-TimeoutStopSec=`, d.TimeoutStop, "\n")
+TimeoutStopSec=`, d.TimeoutStop, `
+# latch puts each command it runs in a cgroup of its own below the
+# service's, so that ending the command kills every process it started,
+# however fast they fork; systemd must delegate that subtree to latch.
+Delegate=yes
+`)
 	if d.Harden {
 		w("\n", d.HardenComment, "\nNoNewPrivileges=yes\nPrivateTmp=yes\n")
 		if d.PrivateUsers {
 			w("PrivateUsers=yes\n")
 		}
 		w(`ProtectSystem=full
-ProtectControlGroups=yes
 ProtectKernelModules=yes
 ProtectKernelTunables=yes
+ReadWritePaths=/sys/fs/cgroup
 RestrictSUIDSGID=yes
 LockPersonality=yes
 `)

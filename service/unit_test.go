@@ -66,15 +66,14 @@ func TestUnitGolden(t *testing.T) {
 func TestUnitSettings(t *testing.T) {
 	hardening := []string{
 		"NoNewPrivileges=yes", "PrivateTmp=yes", "ProtectSystem=full",
-		"ProtectControlGroups=yes", "ProtectKernelModules=yes",
-		"ProtectKernelTunables=yes", "RestrictSUIDSGID=yes", "LockPersonality=yes",
+		"ProtectKernelModules=yes", "ProtectKernelTunables=yes", "ReadWritePaths=/sys/fs/cgroup", "RestrictSUIDSGID=yes", "LockPersonality=yes",
 	}
 	common := []string{
 		"After=network-online.target", "Wants=network-online.target",
 		"Type=notify", "NotifyAccess=main", "ExecStart=/usr/local/bin/latch run",
 		"Environment=LATCH_HOME=/home/alice/.latch", "Restart=on-failure",
 		"RestartSec=5s", "RestartPreventExitStatus=78", "WatchdogSec=30", "ExecReload=kill -HUP $MAINPID",
-		"TimeoutStopSec=30s", "KillMode=mixed",
+		"TimeoutStopSec=30s", "KillMode=mixed", "Delegate=yes",
 	}
 	tests := []struct {
 		name       string

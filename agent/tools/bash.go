@@ -38,6 +38,9 @@ type BashOptions struct {
 	// Reaper, when the daemon is a subreaper, keeps its orphan reaping away
 	// from this command's own exit status.
 	Reaper *Reaper
+	// Cgroups, when the daemon has them, gives the command a cgroup of its
+	// own, which its processes cannot leave by forking (see Cgroups).
+	Cgroups *Cgroups
 
 	pause func(killPhase) // tests only: see treeKill.pause
 }
@@ -76,22 +79,29 @@ type BashResult struct {
 // Nor is a process the SIGSTOP does not hold (a ptrace tracer can swallow
 // it for its tracee): after maxStopRounds the walk kills what it found.
 //
-// What can escape: a process that leaves the session and drops the tag
-// (or makes its environment unreadable) before the kill finds it, when
-// latch is not a subreaper (with one, such an orphan is killed too, though
-// when another command that started before it is still running, only at
-// the end of the last such command); a process that replaces itself with
-// a fresh child over and over, faster than the walk can stop one (a few
-// lines of C do it: the walk ends at the first look that misses it, which
-// in a test was half the time); a process running as another user
-// (sudo), which latch may not signal; a process handed to another service
-// manager (systemd-run, at); and everything left when latch itself is
-// SIGKILLed, which cannot clean up (under systemd, KillMode=mixed kills
-// what is left in the service's cgroup). Containing those would take a
-// cgroup per command (or a PID namespace of latch's making).
+// With Cgroups, the shell starts in a cgroup of its own, and every kill
+// first kills that cgroup whole (cgroup.kill): no fork, new session,
+// dropped tag or fast self-replacement takes a process out of it, so
+// nothing that stays in it survives. The walk then runs as well, for a
+// process that moved itself to another cgroup its user may write to.
+//
+// What can escape without Cgroups: a process that leaves the session and
+// drops the tag (or makes its environment unreadable) before the kill
+// finds it, when latch is not a subreaper (with one, such an orphan is
+// killed too, though when another command that started before it is still
+// running, only at the end of the last such command); a process that
+// replaces itself with a fresh child over and over, faster than the walk
+// can stop one (a few lines of C do it: the walk ends at the first look
+// that misses it, which in a test was half the time). With or without: a
+// process that moved itself out of the cgroup and then outran the walk; a
+// process running as another user (sudo), which latch may not signal; a
+// process handed to another service manager (systemd-run, at); and
+// everything left when latch itself is SIGKILLed, which cannot clean up
+// (under systemd, KillMode=mixed kills what is left in the service's
+// cgroup, and the next daemon kills what is left in its own tree).
 //
 // The error is non-nil only when the command could not be started (no shell,
-// bad directory) or waited for; a non-zero exit is reported in the result.
+// bad directory, no cgroup for it where Cgroups are in use) or waited for; a non-zero exit is reported in the result.
 // If ctx is already done the command is not started and the result says
 // Canceled.
 func RunBash(ctx context.Context, opts BashOptions, command string) (BashResult, error) {
@@ -105,8 +115,13 @@ func RunBash(ctx context.Context, opts BashOptions, command string) (BashResult,
 	runCtx, cancel := withTimeout(ctx, opts.Timeout)
 	defer cancel()
 
+	group, err := opts.Cgroups.newGroup()
+	if err != nil {
+		return BashResult{}, err
+	}
+	defer group.remove()
 	out := newTailBuffer(opts.MaxOutput)
-	cmd, j := newCommand(runCtx, shell, command, opts, out)
+	cmd, j := newCommand(runCtx, shell, command, opts, out, group)
 	start := time.Now()
 	release, err := j.start()
 	defer release()
@@ -137,9 +152,10 @@ func RunBash(ctx context.Context, opts BashOptions, command string) (BashResult,
 	return res, nil
 }
 
-// newCommand prepares the shell: its own session, tagged, killed with all
-// its processes when runCtx is done, both output streams into out.
-func newCommand(runCtx context.Context, shell, command string, opts BashOptions, out *tailBuffer) (*exec.Cmd, *job) {
+// newCommand prepares the shell: its own session, tagged, in group (when
+// not nil), killed with all its processes when runCtx is done, both output
+// streams into out.
+func newCommand(runCtx context.Context, shell, command string, opts BashOptions, out *tailBuffer, group *cmdGroup) (*exec.Cmd, *job) {
 	cmd := exec.CommandContext(runCtx, shell, "-c", command)
 	cmd.Dir = opts.Dir
 	env := opts.Env
@@ -158,8 +174,12 @@ func newCommand(runCtx context.Context, shell, command string, opts BashOptions,
 	// another session, so the session keeps finding those. It also leaves
 	// the command without a controlling terminal, which it has no use for.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if group != nil {
+		// clone3 starts the shell in the group: no instant outside it.
+		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, group.fd
+	}
 	cmd.WaitDelay = waitDelay
-	j := &job{cmd: cmd, tag: tag, reaper: opts.Reaper, pause: opts.pause}
+	j := &job{cmd: cmd, tag: tag, reaper: opts.Reaper, group: group, pause: opts.pause}
 	cmd.Cancel = j.cancel
 	return cmd, j
 }
@@ -193,8 +213,9 @@ func withTimeout(ctx context.Context, d time.Duration) (context.Context, context
 // group ids cannot name someone else's.
 type job struct {
 	cmd    *exec.Cmd
-	tag    string  // LATCH_JOB=<random>, in the environment of its processes
-	reaper *Reaper // nil unless latch is a subreaper
+	tag    string    // LATCH_JOB=<random>, in the environment of its processes
+	reaper *Reaper   // nil unless latch is a subreaper
+	group  *cmdGroup // nil without Cgroups
 	pause  func(killPhase)
 
 	mu      sync.Mutex
@@ -241,7 +262,7 @@ func (j *job) cancel() error {
 	if j.reaping {
 		return os.ErrProcessDone
 	}
-	killTree(j.shellID(), j.tag, j.reaper, j.pause)
+	j.kill(j.shellID())
 	j.ctxKill = true
 	return nil
 }
@@ -266,14 +287,21 @@ func (j *job) wait() error {
 		// children); fall back to killing after Wait and accept the tiny
 		// window in which the shell's pid, the session id, could be reused.
 		waitErr := j.cmd.Wait()
-		killTree(shell, j.tag, j.reaper, j.pause)
+		j.kill(shell)
 		return waitErr
 	}
 	j.mu.Lock()
-	killTree(shell, j.tag, j.reaper, j.pause)
+	j.kill(shell)
 	j.reaping = true
 	j.mu.Unlock()
 	return j.cmd.Wait()
+}
+
+// kill ends every process of the command: the whole cgroup at once, then
+// the walk, for what left the cgroup.
+func (j *job) kill(shell procID) {
+	j.group.kill(time.Now().Add(waitDelay))
+	killTree(shell, j.tag, j.reaper, j.pause)
 }
 
 // waitExited blocks until process pid has exited but leaves it unreaped

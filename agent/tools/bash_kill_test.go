@@ -31,6 +31,7 @@ type puppet struct {
 	dir, token string
 	orders     *os.File // the FIFO it reads orders from
 	children   int      // children it started so far; only the pause hook touches it
+	cgroups    *Cgroups // the command's, if any
 }
 
 // newPuppet prepares a puppet's directory and FIFO.
@@ -76,7 +77,7 @@ done # %s`, shellQuote(child), p.token)
 
 	ctx, cancel := context.WithCancel(p.t.Context())
 	p.t.Cleanup(cancel)
-	done = startBash(p.t, ctx, BashOptions{Dir: p.dir, Timeout: time.Minute, pause: pause}, command)
+	done = startBash(p.t, ctx, BashOptions{Dir: p.dir, Timeout: time.Minute, Cgroups: p.cgroups, pause: pause}, command)
 	waitForPID(p.t, filepath.Join(p.dir, "puppet"), done)
 	return cancel, done
 }

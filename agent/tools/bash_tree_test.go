@@ -148,6 +148,13 @@ func runEscapeMode(t *testing.T, mode string, opts BashOptions, tc escapeCase) B
 // processes running.
 func TestRunBashKillsOnlyItsOwnCommand(t *testing.T) {
 	t.Parallel()
+	killsOnlyItsOwn(t, nil)
+}
+
+// killsOnlyItsOwn is TestRunBashKillsOnlyItsOwnCommand with or without
+// cgroups; with them even the escapers only the tree leads to die at the
+// shell's exit.
+func killsOnlyItsOwn(t *testing.T, cgroups *Cgroups) {
 	type run struct {
 		dir, token string
 		n          int
@@ -159,7 +166,7 @@ func TestRunBashKillsOnlyItsOwnCommand(t *testing.T) {
 		killLeftovers(t, r.dir, r.token)
 		var launch []string
 		for _, tc := range escapeCases(r.token) {
-			if tc.treeOnly {
+			if tc.treeOnly && cgroups == nil {
 				continue // the exiting command would leave it behind
 			}
 			launch = append(launch, tc.launch)
@@ -168,7 +175,7 @@ func TestRunBashKillsOnlyItsOwnCommand(t *testing.T) {
 		var ctx context.Context
 		ctx, r.cancel = context.WithCancel(t.Context())
 		t.Cleanup(r.cancel)
-		r.done = startBash(t, ctx, BashOptions{Dir: r.dir, Timeout: time.Minute}, command(strings.Join(launch, "\n"), r.n))
+		r.done = startBash(t, ctx, BashOptions{Dir: r.dir, Timeout: time.Minute, Cgroups: cgroups}, command(strings.Join(launch, "\n"), r.n))
 		waitForFields(t, filepath.Join(r.dir, "pids"), r.n, r.done)
 		return r
 	}

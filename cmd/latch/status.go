@@ -99,6 +99,13 @@ func printStatus(w io.Writer, running bool, st control.Status) {
 		if m := st.Memory; m != nil {
 			fmt.Fprintf(w, "  memory:   %.1f MB live heap · %.1f MB held by the Go runtime\n", float64(m.HeapLive)/1e6, float64(m.Held)/1e6)
 		}
+		switch st.Commands {
+		case "":
+		case control.CommandsInCgroups:
+			fmt.Fprintf(w, "  commands: %s\n", st.Commands)
+		default:
+			fmt.Fprintf(w, "  commands: ended by a walk of /proc (%s)\n", st.Commands)
+		}
 	} else {
 		fmt.Fprintln(w, "latch is not running")
 	}

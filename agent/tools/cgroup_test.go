@@ -1,0 +1,287 @@
+package tools
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+var testCgroupSeq atomic.Int64
+
+// testCgroups gives a test a Cgroups of its own: the daemon's tree inside a
+// cgroup made for the test below the one the test runs in, removed at the
+// end. Without a writable cgroup v2 with cgroup.kill the test skips, unless
+// LATCH_REQUIRE_ROOT_TESTS is set (CI runs as root, where there is one).
+func testCgroups(t testing.TB) *Cgroups {
+	t.Helper()
+	self, err := os.ReadFile("/proc/self/cgroup")
+	var mounts []byte
+	if err == nil {
+		mounts, err = os.ReadFile("/proc/self/mountinfo")
+	}
+	var own string
+	if err == nil {
+		// Whatever manages the machine, the test's own cgroup is for the
+		// test to use: it makes one below it and removes it.
+		own, err = ownCgroup(cgroupState{procCgroup: self, mountinfo: mounts})
+	}
+	parent := filepath.Join(own, fmt.Sprintf("latch-test-%d-%d", os.Getpid(), testCgroupSeq.Add(1)))
+	if err == nil {
+		err = os.Mkdir(parent, 0o755)
+	}
+	var c *Cgroups
+	if err == nil {
+		t.Cleanup(func() { removeTree(parent, time.Now().Add(waitDelay)) })
+		c, err = openCgroupsIn(parent)
+	}
+	if err != nil {
+		msg := "no cgroup for the test: " + err.Error()
+		if os.Getenv("LATCH_REQUIRE_ROOT_TESTS") != "" {
+			t.Fatal(msg + "; LATCH_REQUIRE_ROOT_TESTS is set")
+		}
+		t.Skip(msg)
+	}
+	t.Cleanup(func() {
+		if err := c.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	return c
+}
+
+// commandGroups lists the command cgroups left in c's tree.
+func commandGroups(t *testing.T, c *Cgroups) []string {
+	t.Helper()
+	entries, err := os.ReadDir(c.Dir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var left []string
+	for _, e := range entries {
+		if e.IsDir() {
+			left = append(left, e.Name())
+		}
+	}
+	return left
+}
+
+// TestCgroupsKillEveryEscape: in a cgroup of its own, a command's
+// processes die with it whichever way they left its tree, session and
+// environment, and however it ends. The cases only the tree leads to
+// (a new session without the tag, orphaned at the shell's exit) are the
+// ones the walk alone cannot find without a subreaper: without the cgroup
+// they run on.
+func TestCgroupsKillEveryEscape(t *testing.T) {
+	t.Parallel()
+	cg := testCgroups(t)
+	for _, mode := range []string{"timeout", "stop", "exit"} {
+		for i := range escapeCases("") {
+			t.Run(mode+"/"+escapeCases("")[i].name, func(t *testing.T) {
+				t.Parallel()
+				token := sleepToken()
+				tc := escapeCases(token)[i]
+				dir := t.TempDir()
+				killLeftovers(t, dir, token)
+				res := runEscapeMode(t, mode, BashOptions{Dir: dir, Cgroups: cg}, tc)
+				if res.Duration >= hangLimit {
+					t.Errorf("took %v, want well under %v", res.Duration, hangLimit)
+				}
+				requireDead(t, readPIDs(t, dir, tc.n), token)
+			})
+		}
+	}
+	t.Cleanup(func() {
+		if left := commandGroups(t, cg); len(left) > 0 {
+			t.Errorf("command cgroups left behind: %v", left)
+		}
+	})
+}
+
+// TestCgroupsKillWhatOutranTheWalk: a process that replaces itself with a
+// fresh child in a session of its own, without the tag, between the walk's
+// look at /proc and its SIGSTOP leaves nothing that links the child to the
+// command (without a subreaper). The pause makes the puppet do it at the
+// walk's first look. The cgroup is killed before the walk starts, so the
+// puppet is dead by then and has no child; without the cgroup its child
+// runs on after RunBash returns.
+func TestCgroupsKillWhatOutranTheWalk(t *testing.T) {
+	t.Parallel()
+	p := newPuppet(t)
+	p.cgroups = testCgroups(t)
+	var acted atomic.Bool
+	cancel, done := p.run(func(phase killPhase) {
+		if phase == phaseLooked && !acted.Swap(true) && p.order("x") {
+			t.Log("the puppet replaced itself during the walk")
+		}
+	})
+	p.finish(cancel, done)
+	if !acted.Load() {
+		t.Error("the walk never looked")
+	}
+}
+
+// TestCgroupsKillOnlyTheirOwnCommand: ending one command kills its cgroup,
+// not a command running beside it.
+func TestCgroupsKillOnlyTheirOwnCommand(t *testing.T) {
+	t.Parallel()
+	killsOnlyItsOwn(t, testCgroups(t))
+}
+
+// TestCgroupsStartTheShellInside: the shell is in the command's cgroup
+// from its first instruction (clone3 puts it there), and the group is gone
+// once the command is over.
+func TestCgroupsStartTheShellInside(t *testing.T) {
+	t.Parallel()
+	cg := testCgroups(t)
+	res := runBash(t, t.Context(), BashOptions{Dir: t.TempDir(), Cgroups: cg}, "grep ^0:: /proc/self/cgroup")
+	want := filepath.Base(cg.Dir()) + "/cmd-1\n"
+	if res.ExitCode != 0 || !strings.HasSuffix(res.Output, want) {
+		t.Errorf("the command's cgroup: %q (exit %d), want a path ending in %q", res.Output, res.ExitCode, want)
+	}
+	if left := commandGroups(t, cg); len(left) > 0 {
+		t.Errorf("command cgroups left after the command: %v", left)
+	}
+}
+
+// TestCgroupsWithoutTheirTree: when the daemon's cgroup is gone (removed
+// behind latch's back), a command is refused rather than run uncontained.
+func TestCgroupsWithoutTheirTree(t *testing.T) {
+	t.Parallel()
+	cg := testCgroups(t)
+	if err := os.Remove(cg.Dir()); err != nil {
+		t.Fatal(err)
+	}
+	res, err := RunBash(t.Context(), BashOptions{Dir: t.TempDir(), Cgroups: cg}, "echo ran")
+	if err == nil || res.Output != "" {
+		t.Errorf("got %+v, %v; want the command refused", res, err)
+	}
+	if err := os.Mkdir(cg.Dir(), 0o755); err != nil { // for Close
+		t.Fatal(err)
+	}
+}
+
+// TestOpenCgroupsRemovesDeadDaemons: a daemon that was SIGKILLed left its
+// tree and a command running in it. The next daemon kills that command
+// and removes the tree, and leaves the tree of a daemon that still runs.
+func TestOpenCgroupsRemovesDeadDaemons(t *testing.T) {
+	t.Parallel()
+	own := testCgroups(t)
+	parent := filepath.Join(own.Dir(), "home")
+	dead := exec.Command("true")
+	if err := dead.Run(); err != nil {
+		t.Fatal(err)
+	}
+	deadTree := filepath.Join(parent, "latch-"+strconv.Itoa(dead.Process.Pid)+"-0a1b2c3d")
+	liveTree := filepath.Join(parent, "latch-1-0a1b2c3d") // init runs as long as the machine does
+	for _, dir := range []string{filepath.Join(deadTree, "cmd-1"), liveTree} {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	token := sleepToken()
+	left := exec.Command("sleep", token)
+	if err := left.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = left.Process.Kill(); _ = left.Wait() })
+	if err := os.WriteFile(filepath.Join(deadTree, "cmd-1", "cgroup.procs"), []byte(strconv.Itoa(left.Process.Pid)), 0); err != nil {
+		t.Fatal(err)
+	}
+
+	c, err := openCgroupsIn(parent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- left.Wait() }()
+	select {
+	case <-exited:
+	case <-time.After(hangLimit):
+		t.Fatal("the dead daemon's command still runs")
+	}
+	if _, err := os.Stat(deadTree); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the dead daemon's tree: %v, want it removed", err)
+	}
+	if _, err := os.Stat(liveTree); err != nil {
+		t.Errorf("the live daemon's tree: %v, want it kept", err)
+	}
+	if err := c.Close(); err != nil {
+		t.Error(err)
+	}
+	if err := os.Remove(liveTree); err != nil {
+		t.Error(err)
+	}
+	if err := os.Remove(parent); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestOwnCgroup: where latch makes its tree, and where it must not.
+func TestOwnCgroup(t *testing.T) {
+	t.Parallel()
+	const unified = "30 25 0:26 / /sys/fs/cgroup rw,nosuid shared:4 - cgroup2 cgroup2 rw,nsdelegate\n"
+	const hybrid = "25 24 0:22 / /sys/fs/cgroup ro - tmpfs tmpfs ro\n" +
+		"26 25 0:23 / /sys/fs/cgroup/systemd rw - cgroup cgroup rw,name=systemd\n" +
+		"27 25 0:24 / /sys/fs/cgroup/unified rw - cgroup2 cgroup2 rw\n"
+	const service = "0::/user.slice/user-1000.slice/user@1000.service/app.slice/latch.service\n"
+	marked := func(string) bool { return true }
+	unmarked := func(string) bool { return false }
+	for _, tc := range []struct {
+		name               string
+		cgroup, mounts     string
+		systemd, invoked   bool
+		delegated          func(string) bool
+		want, wantErrMatch string
+	}{
+		{"delegated service", service, unified, true, true, marked,
+			"/sys/fs/cgroup/user.slice/user-1000.slice/user@1000.service/app.slice/latch.service", ""},
+		{"latch's service, no mark (user manager)", service, unified, true, true, unmarked,
+			"/sys/fs/cgroup/user.slice/user-1000.slice/user@1000.service/app.slice/latch.service", ""},
+		{"latch's service name, not started by systemd", service, unified, true, false, unmarked, "", "did not delegate"},
+		{"a terminal's scope", "0::/user.slice/user-1000.slice/session-3.scope\n", unified, true, false, unmarked, "", "did not delegate"},
+		{"another service", "0::/system.slice/cron.service\n", unified, true, true, unmarked, "", "did not delegate"},
+		{"no systemd", "0::/\n", unified, false, false, unmarked, "/sys/fs/cgroup", ""},
+		{"hybrid hierarchy", "1:name=systemd:/x\n0::/x\n", hybrid, false, false, unmarked, "/sys/fs/cgroup/unified/x", ""},
+		{"cgroup v1 only", "1:name=systemd:/x\n2:pids:/x\n", unified, false, false, unmarked, "", "not in a cgroup v2"},
+		{"not mounted", "0::/x\n", "25 24 0:22 / /sys rw - sysfs sysfs rw\n", false, false, unmarked, "", "not mounted"},
+		{"mounted from a subtree", "0::/outer/x\n", "30 25 0:26 /outer /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n", false, false, unmarked, "/sys/fs/cgroup/x", ""},
+		{"outside the mounted subtree", "0::/other/x\n", "30 25 0:26 /outer /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n", false, false, unmarked, "", "outside"},
+		{"escaped mount point", "0::/x\n", "30 25 0:26 / /sys/fs/cg\\040v2 rw - cgroup2 cgroup2 rw\n", false, false, unmarked, "/sys/fs/cg v2/x", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := ownCgroup(cgroupState{
+				procCgroup: []byte(tc.cgroup), mountinfo: []byte(tc.mounts),
+				systemd: tc.systemd, invocation: tc.invoked, delegatedTo: tc.delegated,
+			})
+			if tc.wantErrMatch != "" {
+				if err == nil || !errors.Is(err, ErrNoCgroups) || !strings.Contains(err.Error(), tc.wantErrMatch) {
+					t.Errorf("got %q, %v; want an ErrNoCgroups saying %q", got, err, tc.wantErrMatch)
+				}
+				return
+			}
+			if err != nil || got != tc.want {
+				t.Errorf("got %q, %v; want %q", got, err, tc.want)
+			}
+		})
+	}
+}
+
+// BenchmarkRunBashTrueInCgroup is BenchmarkRunBashTrue with a cgroup per
+// command: what making, killing and removing it adds.
+func BenchmarkRunBashTrueInCgroup(b *testing.B) {
+	cg := testCgroups(b)
+	dir := b.TempDir()
+	for b.Loop() {
+		if _, err := RunBash(context.Background(), BashOptions{Dir: dir, Timeout: 10 * time.Second, Cgroups: cg}, "true"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
