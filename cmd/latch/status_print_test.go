@@ -1,0 +1,25 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/latchd/latch/control"
+)
+
+// TestPrintStatusCommands: status says how the daemon ends a command's
+// processes, and why it cannot use cgroups when it cannot.
+func TestPrintStatusCommands(t *testing.T) {
+	for _, tc := range []struct{ commands, want string }{
+		{control.CommandsInCgroups, "  commands: a cgroup per command\n"},
+		{"no cgroup per command: cgroup v2 is not mounted", "  commands: ended by a walk of /proc (no cgroup per command: cgroup v2 is not mounted)\n"},
+	} {
+		var b bytes.Buffer
+		printStatus(&b, true, control.Status{PID: 7, Version: "v1", StartedAt: time.Now(), Commands: tc.commands})
+		if !strings.Contains(b.String(), tc.want) {
+			t.Errorf("status:\n%s\nwant the line %q", b.String(), tc.want)
+		}
+	}
+}
