@@ -45,6 +45,7 @@ const (
 	DefaultRequestTimeout  = 5 * time.Minute
 	DefaultContextBudget   = 100_000
 	DefaultApprovalTimeout = 10 * time.Minute
+	DefaultInboxMaxMB      = 1024
 )
 
 // Tool permissions, the values of [agent.permissions].
@@ -122,6 +123,9 @@ type AgentConfig struct {
 	// ApprovalTimeout is how long an "ask" waits for Approve or Deny before
 	// it counts as denied; default 10m.
 	ApprovalTimeout time.Duration
+	// InboxMaxMB caps the files sent from the chat that the workspace's
+	// inbox keeps, in MiB; 0 leaves only the disk's reserve. Default 1024.
+	InboxMaxMB int
 
 	// Permissions maps every tool name to PermAllow, PermAsk or PermDeny;
 	// it always holds all of them (see DefaultPermissions).
@@ -136,10 +140,10 @@ type AgentConfig struct {
 func (a AgentConfig) String() string {
 	return fmt.Sprintf("{Workspace:%q BashTimeout:%v Provider:%q Model:%q BaseURL:%q "+
 		"APIKey:%s APIKeyFile:%q APIKeySource:%q MaxTokens:%d MaxSteps:%d RequestTimeout:%v "+
-		"ContextBudget:%d ApprovalTimeout:%v Permissions:%v FetchAllow:%v}",
+		"ContextBudget:%d ApprovalTimeout:%v InboxMaxMB:%d Permissions:%v FetchAllow:%v}",
 		a.Workspace, a.BashTimeout, a.Provider, a.Model, a.BaseURL,
 		redactedToken(a.APIKey), a.APIKeyFile, a.APIKeySource, a.MaxTokens, a.MaxSteps, a.RequestTimeout,
-		a.ContextBudget, a.ApprovalTimeout, a.Permissions, a.FetchAllow)
+		a.ContextBudget, a.ApprovalTimeout, a.InboxMaxMB, a.Permissions, a.FetchAllow)
 }
 
 // GoString is String for %#v.
@@ -165,6 +169,7 @@ func (a AgentConfig) LogValue() slog.Value {
 		slog.Duration("request_timeout", a.RequestTimeout),
 		slog.Int("context_budget", a.ContextBudget),
 		slog.Duration("approval_timeout", a.ApprovalTimeout),
+		slog.Int("inbox_max_mb", a.InboxMaxMB),
 		slog.Attr{Key: "permissions", Value: slog.GroupValue(perms...)},
 		slog.Any("fetch_allow", a.FetchAllow),
 	)

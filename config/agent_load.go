@@ -31,6 +31,7 @@ func defaultAgent(home string) AgentConfig {
 		RequestTimeout:  DefaultRequestTimeout,
 		ContextBudget:   DefaultContextBudget,
 		ApprovalTimeout: DefaultApprovalTimeout,
+		InboxMaxMB:      DefaultInboxMaxMB,
 		Permissions:     DefaultPermissions(),
 	}
 }
@@ -119,6 +120,7 @@ const (
 	maxRequestTimeout  = time.Hour
 	minApprovalTimeout = 10 * time.Second
 	maxApprovalTimeout = 24 * time.Hour
+	maxInboxMaxMB      = 1 << 20 // 1 TiB
 )
 
 func applyLimitsFile(ag *AgentConfig, a *fileAgent, bad badFunc) {
@@ -131,6 +133,7 @@ func applyLimitsFile(ag *AgentConfig, a *fileAgent, bad badFunc) {
 		{"agent.max_tokens", a.MaxTokens, &ag.MaxTokens, minMaxTokens, maxMaxTokens},
 		{"agent.max_steps", a.MaxSteps, &ag.MaxSteps, minMaxSteps, maxMaxSteps},
 		{"agent.context_budget", a.ContextBudget, &ag.ContextBudget, minContextBudget, maxContextBudget},
+		{"agent.inbox_max_mb", a.InboxMaxMB, &ag.InboxMaxMB, 0, maxInboxMaxMB},
 	}
 	for _, s := range ints {
 		switch {

@@ -449,6 +449,12 @@ func TestLoadAgentBounds(t *testing.T) {
 		{name: "max_steps 200", config: agentFile("max_steps = 200"), want: ok(func(a *AgentConfig) { a.MaxSteps = 200 })},
 		{name: "max_steps 201", config: agentFile("max_steps = 201"), wantErr: []string{"agent.max_steps: 201 is more than the maximum, 200"}},
 
+		{name: "inbox_max_mb 0 (no cap but the disk's)", config: agentFile("inbox_max_mb = 0"), want: ok(func(a *AgentConfig) { a.InboxMaxMB = 0 })},
+		{name: "inbox_max_mb 50", config: agentFile("inbox_max_mb = 50"), want: ok(func(a *AgentConfig) { a.InboxMaxMB = 50 })},
+		{name: "inbox_max_mb -1", config: agentFile("inbox_max_mb = -1"), wantErr: []string{"agent.inbox_max_mb: -1 is less than the minimum, 0"}},
+		{name: "inbox_max_mb as a string", config: agentFile(`inbox_max_mb = "1G"`),
+			wantErr: []string{`"agent.inbox_max_mb"`, "inbox_max_mb is a whole number such as 1024, without quotes"}},
+
 		{name: "context_budget 999", config: agentFile("context_budget = 999"),
 			wantErr: []string{"agent.context_budget: 999 is less than the minimum, 1000"}},
 		{name: "context_budget 1000", config: agentFile("context_budget = 1000"), want: ok(func(a *AgentConfig) { a.ContextBudget = 1000 })},

@@ -46,6 +46,7 @@ type fileAgent struct {
 	RequestTimeout  string `toml:"request_timeout"`
 	ContextBudget   *int64 `toml:"context_budget"`
 	ApprovalTimeout string `toml:"approval_timeout"`
+	InboxMaxMB      *int64 `toml:"inbox_max_mb"`
 	// Permissions is keyed by tool name; checkKeys admits only the tools of
 	// defaultPermissions, and checkTables that it is a table at all.
 	Permissions map[string]string `toml:"permissions"`
@@ -86,6 +87,7 @@ var schemaKeys = []string{
 	"agent.request_timeout",
 	"agent.context_budget",
 	"agent.approval_timeout",
+	"agent.inbox_max_mb",
 	"agent.permissions",
 	"agent.permissions.read_file",
 	"agent.permissions.list_files",
@@ -296,6 +298,7 @@ var typeHints = []struct{ key, hint string }{
 	{`agent.max_tokens"`, "max_tokens is a whole number such as 4096, without quotes"},
 	{`agent.max_steps"`, "max_steps is a whole number such as 25, without quotes"},
 	{`agent.context_budget"`, "context_budget is a whole number such as 100000, without quotes"},
+	{`agent.inbox_max_mb"`, "inbox_max_mb is a whole number such as 1024, without quotes"},
 	{`agent.permissions.`, `a permission is "allow", "ask" or "deny"`},
 	{`agent.fetch.allow"`, `allow is a list of strings such as ["192.168.1.0/24", "10.0.0.5"]`},
 }

@@ -146,6 +146,10 @@ func (d *Daemon) Run(ctx context.Context) error {
 		return fmt.Errorf("workspace: %w", err)
 	}
 	defer ws.Close()
+	ws.LimitInbox(int64(d.Config.Agent.InboxMaxMB) << 20)
+	if err := ws.CleanInbox(); err != nil { // no download runs yet
+		d.Log.Warn("removing the part files of cut-short downloads from the inbox", "err", err)
+	}
 	ag, err := newAgent(d.Config, db, ws, d.Log, d.reaper, d.cgroups)
 	if err != nil {
 		return err

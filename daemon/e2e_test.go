@@ -370,3 +370,25 @@ func TestE2EOfflineMintAndUnpairAreAnnounced(t *testing.T) {
 		t.Errorf("still latched: %+v", st.Latch)
 	}
 }
+
+// TestE2EStartRemovesCutShortDownloads: a download a crash cut short left
+// a part file in the inbox; the next start removes it and nothing else.
+func TestE2EStartRemovesCutShortDownloads(t *testing.T) {
+	e := newEnv(t)
+	inbox := filepath.Join(e.home, "workspace", "inbox")
+	if err := os.MkdirAll(inbox, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{".part-5f0e", "20261130-101010-kept.pdf"} {
+		if err := os.WriteFile(filepath.Join(inbox, name), []byte("x"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.start()
+	if _, err := os.Stat(filepath.Join(inbox, ".part-5f0e")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the part file after the start: %v, want it removed", err)
+	}
+	if _, err := os.Stat(filepath.Join(inbox, "20261130-101010-kept.pdf")); err != nil {
+		t.Errorf("the owner's file after the start: %v, want it kept", err)
+	}
+}

@@ -17,7 +17,7 @@ const MaxInboundFile = 20 << 20
 
 // FileStore keeps files sent from the chat, inside the workspace.
 type FileStore interface {
-	SaveInbox(name string, fill func(io.Writer) error) (string, error)
+	SaveInbox(name string, size int64, fill func(io.Writer) error) (string, error)
 }
 
 // extra is what an inbox entry carries besides text.
@@ -91,7 +91,7 @@ func (h *Hub) saveFiles(ctx context.Context, e store.Entry, files []Attachment) 
 		case f.Size > MaxInboundFile:
 			fmt.Fprintf(&b, "[The owner sent a %s of %d bytes; it was not downloaded (limit %d MB).]", f.Kind, f.Size, MaxInboundFile>>20)
 		default:
-			rel, err := h.cfg.Files.SaveInbox(cmpName(f), func(w io.Writer) error {
+			rel, err := h.cfg.Files.SaveInbox(cmpName(f), f.Size, func(w io.Writer) error {
 				return dl.Download(ctx, f, w, MaxInboundFile)
 			})
 			if err != nil {

@@ -33,9 +33,10 @@ var ErrEscapes = errors.New("path escapes the workspace")
 //
 // A Workspace is safe for concurrent use.
 type Workspace struct {
-	root *os.Root
-	dir  string
-	lim  fsLimits
+	root     *os.Root
+	dir      string
+	lim      fsLimits
+	inboxMax int64 // see LimitInbox
 }
 
 // fsLimits bounds the work and output of one tool call. They are fields
@@ -51,6 +52,7 @@ type fsLimits struct {
 	grepMatches int
 	grepLine    int   // bytes of a matching line Grep shows
 	grepFile    int64 // larger files are skipped by Grep
+	diskReserve int64 // free bytes a download into the inbox must leave
 }
 
 func defaultFSLimits() fsLimits {
@@ -65,6 +67,7 @@ func defaultFSLimits() fsLimits {
 		grepMatches: 200,
 		grepLine:    512,
 		grepFile:    1 << 20,
+		diskReserve: DiskReserve,
 	}
 }
 

@@ -18,7 +18,7 @@ type memFiles struct {
 	saved map[string][]byte
 }
 
-func (f *memFiles) SaveInbox(name string, fill func(io.Writer) error) (string, error) {
+func (f *memFiles) SaveInbox(name string, _ int64, fill func(io.Writer) error) (string, error) {
 	var b bytes.Buffer
 	if err := fill(&b); err != nil {
 		return "", err
