@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 	"unicode/utf8"
 )
 
@@ -50,9 +51,10 @@ type fsLimits struct {
 	walkEntries int   // directory entries one walk may visit
 	walkDepth   int   // directories below the start one walk may descend
 	grepMatches int
-	grepLine    int   // bytes of a matching line Grep shows
-	grepFile    int64 // larger files are skipped by Grep
-	diskReserve int64 // free bytes a download into the inbox must leave
+	grepLine    int           // bytes of a matching line Grep shows
+	grepFile    int64         // larger files are skipped by Grep
+	grepTime    time.Duration // Grep stops searching after this long
+	diskReserve int64         // free bytes a download into the inbox must leave
 }
 
 func defaultFSLimits() fsLimits {
@@ -67,6 +69,7 @@ func defaultFSLimits() fsLimits {
 		grepMatches: 200,
 		grepLine:    512,
 		grepFile:    1 << 20,
+		grepTime:    20 * time.Second,
 		diskReserve: DiskReserve,
 	}
 }

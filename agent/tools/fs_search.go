@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+	"time"
 )
 
 // ListArgs are the arguments of the ls tool.
@@ -141,12 +142,16 @@ func (w *Workspace) describe(rel string, d fs.DirEntry) string {
 // are returned and 512 bytes of each line; notes say what was cut or
 // skipped. A pattern whose compiled program is larger than maxGrepProg is
 // refused. Grep stops, with ctx's error, when ctx is done, also in the
-// middle of a file or of a long line.
+// middle of a file or of a long line. After 20 s of searching it stops too
+// and returns what it found with a note: a pattern under the size limit
+// can still cost seconds a MiB of long lines, and the model waits.
 func (w *Workspace) Grep(ctx context.Context, a GrepArgs) (string, error) {
 	re, err := compileGrep(a.Pattern)
 	if err != nil {
 		return "", err
 	}
+	parent := ctx
+	ctx = &grepClock{Context: ctx, end: time.Now().Add(w.lim.grepTime)}
 	p := a.Path
 	if p == "" {
 		p = "."
@@ -180,16 +185,50 @@ func (w *Workspace) Grep(ctx context.Context, a GrepArgs) (string, error) {
 			}
 			return g.file(ctx, rel)
 		})
+		if g.outOfTime(parent, ctx, err) {
+			err = nil
+		}
 		if err != nil {
 			return "", fsError("grep", name, err)
 		}
 	} else {
 		g.single = true
-		if err := g.file(ctx, name); err != nil && !errors.Is(err, fs.SkipAll) {
+		if err := g.file(ctx, name); err != nil && !errors.Is(err, fs.SkipAll) && !g.outOfTime(parent, ctx, err) {
 			return "", err
 		}
 	}
 	return g.result(st), nil
+}
+
+// errGrepTime is the error of a Grep whose own time ran out.
+var errGrepTime = errors.New("grep: out of time")
+
+// grepClock is the context Grep searches under: done when the caller's is,
+// or with errGrepTime once end has passed. The search only ever asks Err,
+// which is also all a test's context may answer.
+type grepClock struct {
+	context.Context
+	end time.Time
+}
+
+func (c *grepClock) Err() error {
+	if err := c.Context.Err(); err != nil {
+		return err
+	}
+	if !time.Now().Before(c.end) {
+		return errGrepTime
+	}
+	return nil
+}
+
+// outOfTime reports whether err ended the search because Grep's own time
+// ran out (not the caller's), and notes it for the result.
+func (g *grepper) outOfTime(parent, ctx context.Context, err error) bool {
+	if !errors.Is(err, errGrepTime) || parent.Err() != nil {
+		return false
+	}
+	g.timedOut = true
+	return true
 }
 
 // maxGrepProg is the largest compiled program, in instructions, a grep
@@ -238,6 +277,7 @@ type grepper struct {
 
 	matches    []string
 	cut        bool
+	timedOut   bool
 	binary     int
 	large      int
 	unreadable int
@@ -385,6 +425,9 @@ func (g *grepper) result(st walkStats) string {
 	}
 	if g.cut {
 		fmt.Fprintf(&out, "[stopped at %d matches; narrow the pattern, path or glob]\n", g.w.lim.grepMatches)
+	}
+	if g.timedOut {
+		fmt.Fprintf(&out, "[stopped after %s of searching, so files or lines may be missing; narrow the path or glob, or simplify the pattern]\n", g.w.lim.grepTime)
 	}
 	if g.binary > 0 || g.large > 0 {
 		fmt.Fprintf(&out, "[skipped %s and %s over %s]\n", plural(g.binary, "binary file"),

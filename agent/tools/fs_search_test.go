@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 )
 
 // fsTree fills a workspace with a small project.
@@ -408,5 +409,27 @@ func TestCtxRuneReaderStops(t *testing.T) {
 	}
 	if n > grepShortLine || !errors.Is(r.err, context.Canceled) {
 		t.Errorf("read %d of %d runes after the cancel, err %v; want at most %d and context.Canceled", n, size, r.err, grepShortLine)
+	}
+}
+
+// TestGrepStopsWhenOutOfTime: a search that runs past Grep's own time
+// returns what it found with a note saying it stopped, not an error;
+// the caller's cancel is still an error. Before, a pattern just under the
+// size limit could search a MiB of long lines for 40 s.
+func TestGrepStopsWhenOutOfTime(t *testing.T) {
+	fx := newFSFixture(t)
+	fx.file("one-line.txt", strings.Repeat("ordinary text without an end ", 20000))
+	fx.file("lines.txt", strings.Repeat("ordinary text line of a log file\n", 2000))
+	fx.w.lim.grepTime = time.Nanosecond // gone before the first look
+	for _, path := range []string{".", "one-line.txt", "lines.txt"} {
+		got, err := fx.w.Grep(context.Background(), GrepArgs{Pattern: `[xyz]\d`, Path: path})
+		if err != nil || !strings.Contains(got, "[stopped after 1ns of searching") {
+			t.Errorf("grep in %s: %q, %v; want the note and no error", path, got, err)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := fx.w.Grep(ctx, GrepArgs{Pattern: `[xyz]\d`}); !errors.Is(err, context.Canceled) {
+		t.Errorf("canceled by the caller: err = %v, want context.Canceled", err)
 	}
 }
