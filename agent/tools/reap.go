@@ -140,6 +140,9 @@ func (r *Reaper) Run(ctx context.Context) {
 		case <-sig:
 		case <-tick.C:
 		case <-r.ended:
+			if done != nil {
+				continue // the command's end reaped what it killed already
+			}
 		}
 		r.Reap()
 		if done == nil && !r.busy() {
