@@ -135,6 +135,27 @@ type AgentConfig struct {
 	FetchAllow []netip.Prefix
 }
 
+// The providers' public APIs, where a model call goes when BaseURL is "".
+// agent/provider/anthropic and agent/provider/openai use the same.
+const (
+	DefaultAnthropicBaseURL = "https://api.anthropic.com"
+	DefaultOpenAIBaseURL    = "https://api.openai.com/v1"
+)
+
+// ModelURL is the API root model calls go to: BaseURL, or the provider's
+// public API when it is ""; "" when no provider is configured.
+func (a AgentConfig) ModelURL() string {
+	switch {
+	case a.BaseURL != "":
+		return a.BaseURL
+	case a.Provider == ProviderAnthropic:
+		return DefaultAnthropicBaseURL
+	case a.Provider == ProviderOpenAI:
+		return DefaultOpenAIBaseURL
+	}
+	return ""
+}
+
 // String describes a without the API key, so that printing a config with %v
 // or %+v cannot leak it.
 func (a AgentConfig) String() string {

@@ -137,7 +137,19 @@ type Status struct {
 	// Commands says how the running daemon ends the processes of a
 	// command: CommandsInCgroups, or why it cannot (it then walks /proc).
 	Commands string `json:"commands,omitempty"`
+	// Endpoints are the API roots the running daemon talks to, by
+	// EndpointTelegram, EndpointDiscord and EndpointModel, for the gateways
+	// and the model it has. Config validation keeps credentials out of
+	// them (no user info, no query).
+	Endpoints map[string]string `json:"endpoints,omitempty"`
 }
+
+// Keys of Status.Endpoints.
+const (
+	EndpointTelegram = "telegram"
+	EndpointDiscord  = "discord"
+	EndpointModel    = "model"
+)
 
 // CommandsInCgroups is Status.Commands of a daemon that puts each command
 // in a cgroup of its own.

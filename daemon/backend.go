@@ -178,7 +178,8 @@ func (d *Daemon) announce(l *store.Latch, text string) {
 
 // Status implements control.Backend.
 func (d *Daemon) Status(ctx context.Context) (control.Status, error) {
-	st := control.Status{PID: os.Getpid(), Version: d.Version, StartedAt: d.started, Home: d.Config.Home, Memory: memoryInfo(), Commands: d.commands}
+	st := control.Status{PID: os.Getpid(), Version: d.Version, StartedAt: d.started, Home: d.Config.Home, Memory: memoryInfo(),
+		Commands: d.commands, Endpoints: d.endpoints()}
 	err := d.db.View(func(tx *store.Tx) error {
 		for name, g := range d.byName {
 			gs, err := GatewayStatus(tx, name, time.Now())
@@ -247,4 +248,19 @@ func memoryInfo() *control.MemoryInfo {
 		return samples[i].Value.Uint64()
 	}
 	return &control.MemoryInfo{HeapLive: v(0), Held: v(1) - v(2), GCs: v(3)}
+}
+
+// endpoints lists the API roots the daemon talks to (control.Status).
+func (d *Daemon) endpoints() map[string]string {
+	out := make(map[string]string)
+	if _, ok := d.byName["telegram"]; ok {
+		out[control.EndpointTelegram] = d.Config.Telegram.APIURL
+	}
+	if _, ok := d.byName["discord"]; ok {
+		out[control.EndpointDiscord] = d.Config.Discord.APIURL
+	}
+	if u := d.Config.Agent.ModelURL(); u != "" {
+		out[control.EndpointModel] = u
+	}
+	return out
 }

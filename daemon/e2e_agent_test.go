@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -9,7 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/latchd/latch/agent/provider/anthropic"
 	"github.com/latchd/latch/agent/provider/anthropic/anthropictest"
+	"github.com/latchd/latch/agent/provider/openai"
 	"github.com/latchd/latch/config"
 	"github.com/latchd/latch/control"
 	"github.com/latchd/latch/gateways/telegram/telegramtest"
@@ -334,5 +337,31 @@ func TestE2ECommandsRunInCgroupsOfTheirOwn(t *testing.T) {
 	b, err := os.ReadFile(filepath.Join(e.home, "workspace", "cgroup.txt"))
 	if err != nil || !strings.HasSuffix(string(b), tree+"2\n") {
 		t.Errorf("the agent's command ran in %q (%v), want a path ending in %q", b, err, tree+"2")
+	}
+}
+
+// TestStatusEndpoints: the status names the API roots the daemon talks to,
+// so that latch doctor can tell a daemon that reaches other servers than
+// the shell's configuration names.
+func TestStatusEndpoints(t *testing.T) {
+	e := newEnv(t)
+	fake := withModel(e)
+	e.start()
+	st, err := e.client().Status(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{control.EndpointTelegram: e.tg.URL(), control.EndpointModel: fake.URL()}
+	if !maps.Equal(st.Endpoints, want) {
+		t.Errorf("endpoints %v, want %v", st.Endpoints, want)
+	}
+}
+
+// TestModelURLDefaultsAreTheProviders: config's idea of where a model call
+// goes without a base URL is where the providers' clients send it.
+func TestModelURLDefaultsAreTheProviders(t *testing.T) {
+	if config.DefaultAnthropicBaseURL != anthropic.DefaultBaseURL || config.DefaultOpenAIBaseURL != openai.DefaultBaseURL {
+		t.Errorf("config's defaults %q and %q, the providers' %q and %q", config.DefaultAnthropicBaseURL, config.DefaultOpenAIBaseURL,
+			anthropic.DefaultBaseURL, openai.DefaultBaseURL)
 	}
 }

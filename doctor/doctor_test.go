@@ -397,3 +397,51 @@ func TestWebhookMode(t *testing.T) {
 		})
 	}
 }
+
+// endpointDaemon is a running daemon that talks to the given API roots.
+type endpointDaemon struct {
+	fakeDaemon
+	endpoints map[string]string
+}
+
+func (d endpointDaemon) Status(ctx context.Context) (control.Status, error) {
+	st, err := d.fakeDaemon.Status(ctx)
+	st.Endpoints = d.endpoints
+	return st, err
+}
+
+// TestDaemonEndpointDrift: a daemon that reaches another API server than
+// this shell's configuration names is a warning naming the hosts only (a
+// path may hold a key); one that agrees is fine, also when the shell names
+// the provider's public API that the daemon uses by default.
+func TestDaemonEndpointDrift(t *testing.T) {
+	tg := telegramtest.New(botToken)
+	defer tg.Close()
+	const model = "http://127.0.0.1:1/v1" // nothing listens: the model check fails at once, offline
+	cfg := tomlConfig("telegram.api_url", tg.URL(), "agent.provider", "openai", "agent.base_url", model)
+	for _, tc := range []struct {
+		name      string
+		endpoints map[string]string
+		status    Status
+		detail    []string
+	}{
+		{"agreeing", map[string]string{control.EndpointTelegram: tg.URL(), control.EndpointModel: model}, OK, nil},
+		{"another model server", map[string]string{control.EndpointTelegram: tg.URL(), control.EndpointModel: "http://10.1.2.3:8000/s3cret/v1"}, Warn,
+			[]string{"reaches the model API at 10.1.2.3:8000, this shell's configuration at 127.0.0.1:1"}},
+		{"another Telegram path", map[string]string{control.EndpointTelegram: tg.URL() + "/s3cret"}, Warn,
+			[]string{"reaches the Telegram Bot API at another path on " + strings.TrimPrefix(tg.URL(), "http://")}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, cfg)
+			f.env[config.EnvTelegramToken] = botToken
+			f.env[config.EnvOpenAIAPIKey] = "sk-test-key"
+			f.sys.missing = true
+			serveDaemon(t, f, endpointDaemon{endpoints: tc.endpoints})
+			rep := f.run(t)
+			wantCheck(t, rep, "daemon", tc.status, tc.detail, nil)
+			if c := check(t, rep, "daemon"); strings.Contains(c.Detail+c.Fix, "s3cret") {
+				t.Errorf("the check shows an endpoint's path: %+v", c)
+			}
+		})
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -208,4 +209,54 @@ func fileKeys(secrets []service.EnvSecret) string {
 		v = append(v, s.FileKey)
 	}
 	return strings.Join(v, " and ")
+}
+
+// endpointDrift warns when the running daemon talks to another API server
+// than this shell's configuration names: doctor's own checks then tested a
+// server the daemon does not use, and the daemon sends the chat (or the
+// model's context) somewhere the owner may not expect. Only hosts are
+// shown: a path may hold a key.
+func (r *run) endpointDrift(ctx context.Context, st control.Status, detail string) (Check, bool) {
+	if r.cfg == nil || len(st.Endpoints) == 0 {
+		return Check{}, false
+	}
+	shell := map[string]string{control.EndpointModel: r.cfg.Agent.ModelURL()}
+	if r.cfg.Telegram.Enabled() {
+		shell[control.EndpointTelegram] = r.cfg.Telegram.APIURL
+	}
+	if r.cfg.Discord.Enabled() {
+		shell[control.EndpointDiscord] = r.cfg.Discord.APIURL
+	}
+	what := map[string]string{control.EndpointTelegram: "the Telegram Bot API", control.EndpointDiscord: "the Discord API", control.EndpointModel: "the model API"}
+	key := map[string]string{control.EndpointTelegram: "[telegram] api_url", control.EndpointDiscord: "[discord] api_url", control.EndpointModel: "[agent] base_url"}
+	var parts, keys []string
+	for _, name := range []string{control.EndpointTelegram, control.EndpointDiscord, control.EndpointModel} {
+		daemon, mine := st.Endpoints[name], shell[name]
+		if daemon == "" || mine == "" || daemon == mine {
+			continue
+		}
+		where := "at " + hostOf(daemon) + ", this shell's configuration at " + hostOf(mine)
+		if hostOf(daemon) == hostOf(mine) {
+			where = "at another path on " + hostOf(mine) + " than this shell's configuration"
+		}
+		parts = append(parts, fmt.Sprintf("it reaches %s %s", what[name], where))
+		keys = append(keys, key[name])
+	}
+	if len(parts) == 0 {
+		return Check{}, false
+	}
+	fix := fmt.Sprintf("make them agree: set %s in %s (a variable of this shell wins over it), then restart latch", strings.Join(keys, " and "), r.cfg.Path)
+	if system, underUnit := r.unitOf(ctx, st.PID); underUnit {
+		fix = fmt.Sprintf("make them agree: set %s in %s, or give latch.service the same variables (%s edit %s), then %s restart %s",
+			strings.Join(keys, " and "), r.cfg.Path, systemctlFor(system), service.UnitName, systemctlFor(system), service.UnitName)
+	}
+	return warn(detail+"; "+strings.Join(parts, "; "), fix), true
+}
+
+// hostOf is the host (and port) of an API URL, for messages.
+func hostOf(raw string) string {
+	if u, err := url.Parse(raw); err == nil && u.Host != "" {
+		return u.Host
+	}
+	return "an unparsable URL"
 }

@@ -196,6 +196,9 @@ func (r *run) checkDaemon(ctx context.Context) Check {
 			return warn(fmt.Sprintf("%s; %s is not connected: %s", detail, g.Name, g.LastError), "look at latch logs")
 		}
 	}
+	if c, drift := r.endpointDrift(ctx, st, detail); drift {
+		return c
+	}
 	if st.Commands != "" && st.Commands != control.CommandsInCgroups {
 		// A process that replaces itself fast enough can outrun the walk.
 		return warn(fmt.Sprintf("%s; its commands are not in cgroups of their own (%s), so a process can outrun the kill that ends them", detail, st.Commands),

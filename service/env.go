@@ -125,7 +125,9 @@ func envSettings() []envSetting {
 	telegram := func(c *config.Config) bool { return c.Telegram.Enabled() }
 	discord := func(c *config.Config) bool { return c.Discord.Enabled() }
 	always := func(*config.Config) bool { return true }
-	agentURL := func(c *config.Config) string { return c.Agent.BaseURL }
+	// The effective URL: a shell that names the provider's public API
+	// changes nothing for a service that uses it by default.
+	agentURL := func(c *config.Config) string { return c.Agent.ModelURL() }
 	return []envSetting{
 		{EnvSetting{config.EnvTelegramAPIURL, "Telegram Bot API server", "[telegram] api_url"},
 			telegram, func(c *config.Config) string { return c.Telegram.APIURL }},
