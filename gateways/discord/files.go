@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/bwmarrin/discordgo"
 
@@ -77,37 +78,66 @@ func megabytes(n int64) string { return fmt.Sprintf("%.1f MB", float64(n)/(1<<20
 // max and stops with ErrFileTooLarge as soon as more than max bytes
 // arrive; w may then hold a partial file, which the caller discards. Only
 // Discord's CDN (or the configured API host) is fetched from.
+//
+// Discord signs attachment URLs for about a day (ex, is, hm in the
+// query), and a message may wait in the inbox longer than that. So a URL
+// whose ex has passed (or is about to) is refreshed through the API
+// before the download, and one the CDN refuses all the same (404, 403)
+// is refreshed once and fetched once more.
 func (g *Gateway) Download(ctx context.Context, a gateways.Attachment, w io.Writer, max int64) error {
-	tooLarge := func(size int64) error {
-		return fmt.Errorf("discord: download: %w: %s, the limit is %s", ErrFileTooLarge, megabytes(size), megabytes(max))
-	}
 	if a.Size > max {
-		return tooLarge(a.Size)
+		return tooLarge(a.Size, max)
 	}
 	u, err := url.Parse(a.ID)
 	if err != nil || !g.downloadAllowed(u) {
 		return errors.New("discord: download: not a Discord attachment URL")
 	}
+	refreshed := false
+	if linkExpired(u, time.Now()) {
+		if u, err = g.refreshLink(ctx, u); err != nil {
+			return err
+		}
+		refreshed = true
+	}
+	err = g.fetch(ctx, u, w, max)
+	if !refreshed && isGone(err) {
+		// The CDN refuses (nothing was written to w) a link whose ex
+		// looked valid: our clock is behind, or the link was revoked.
+		if u, err = g.refreshLink(ctx, u); err != nil {
+			return err
+		}
+		err = g.fetch(ctx, u, w, max)
+	}
+	return err
+}
+
+func tooLarge(size, max int64) error {
+	return fmt.Errorf("discord: download: %w: %s, the limit is %s", ErrFileTooLarge, megabytes(size), megabytes(max))
+}
+
+// fetch downloads the file at u into w, at most max bytes. A refusal of
+// the CDN is a *cdnError, and leaves w untouched.
+func (g *Gateway) fetch(ctx context.Context, u *url.URL, w io.Writer, max int64) error {
 	ctx, cancel := context.WithTimeout(ctx, uploadTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
-		return fmt.Errorf("discord: download: %w", err)
+		return g.downloadError(err)
 	}
 	resp, err := g.download.Do(req)
 	if err != nil {
-		return fmt.Errorf("discord: download: %w", g.scrub(err))
+		return g.downloadError(err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("discord: download: the CDN answered HTTP %s", resp.Status)
+		return fmt.Errorf("discord: download: %w", &cdnError{status: resp.Status, code: resp.StatusCode})
 	}
 	if resp.ContentLength > max {
-		return tooLarge(resp.ContentLength)
+		return tooLarge(resp.ContentLength, max)
 	}
 	n, err := io.Copy(w, io.LimitReader(resp.Body, max))
 	if err != nil {
-		return fmt.Errorf("discord: download: %w", g.scrub(err))
+		return g.downloadError(err)
 	}
 	if n == max {
 		// Exactly max arrived: anything more means the file is larger.
@@ -117,6 +147,35 @@ func (g *Gateway) Download(ctx context.Context, a gateways.Attachment, w io.Writ
 		}
 	}
 	return nil
+}
+
+// cdnError is an answer of the CDN other than 200.
+type cdnError struct {
+	status string
+	code   int
+}
+
+func (e *cdnError) Error() string { return "the CDN answered HTTP " + e.status }
+
+// isGone reports whether the CDN refused the link as Discord's CDN does
+// an expired one (404 "This content is no longer available."), or with
+// 403.
+func isGone(err error) bool {
+	var e *cdnError
+	return errors.As(err, &e) && (e.code == http.StatusNotFound || e.code == http.StatusForbidden)
+}
+
+// downloadError scrubs err of the token and cuts the query off the URL a
+// *url.Error names: a signed link fetches the file, without the token,
+// until it expires, and the error reaches the chat and the model.
+func (g *Gateway) downloadError(err error) error {
+	err = g.scrub(err)
+	if ue, ok := err.(*url.Error); ok {
+		if base, _, cut := strings.Cut(ue.URL, "?"); cut {
+			ue.URL = base + "?" + redacted
+		}
+	}
+	return fmt.Errorf("discord: download: %w", err)
 }
 
 // downloadAllowed accepts Discord's CDN over HTTPS, and the configured

@@ -1,7 +1,6 @@
 package discordtest
 
 import (
-	"net/url"
 	"regexp"
 	"slices"
 	"time"
@@ -217,13 +216,13 @@ func (s *Server) storeFileLocked(channelID string, f File, now time.Time) Attach
 	if name == "" {
 		name = "unknown"
 	}
-	s.files[channelID+"/"+id+"/"+name] = storedFile{data: slices.Clone(f.Data), chunked: f.Chunked}
+	key := channelID + "/" + id + "/" + name
+	s.files[key] = storedFile{data: slices.Clone(f.Data), chunked: f.Chunked}
 	size := len(f.Data)
 	if f.Announced > 0 {
 		size = f.Announced
 	}
-	return Attachment{ID: id, Filename: name, ContentType: f.ContentType, Size: size,
-		URL: s.srv.URL + "/attachments/" + channelID + "/" + id + "/" + url.PathEscape(name)}
+	return Attachment{ID: id, Filename: name, ContentType: f.ContentType, Size: size, URL: s.signedURLLocked(key)}
 }
 
 // mentionsBot reports whether m mentions the bot.

@@ -376,26 +376,3 @@ func (s *Server) deleteMessage(req *request) {
 	s.notifyLocked()
 	writeNoContent(req.w)
 }
-
-// attachment serves a stored file, as Discord's CDN does (no token): with
-// its Content-Length, or chunked without one (File.Chunked).
-func (s *Server) attachment(req *request) {
-	path := req.args[0] + "/" + req.args[1] + "/" + req.args[2]
-	s.mu.Lock()
-	f, ok := s.files[path]
-	s.mu.Unlock()
-	if !ok {
-		http.Error(req.w, "Not Found", http.StatusNotFound)
-		return
-	}
-	req.w.Header().Set("Content-Type", "application/octet-stream")
-	if f.chunked {
-		// Headers flushed before the body leave net/http no length to
-		// send: the body goes out chunked.
-		req.w.WriteHeader(http.StatusOK)
-		_ = http.NewResponseController(req.w).Flush()
-	} else {
-		req.w.Header().Set("Content-Length", strconv.Itoa(len(f.data)))
-	}
-	_, _ = req.w.Write(f.data)
-}

@@ -31,6 +31,11 @@
 // Attachments are served with their Content-Length, or chunked without
 // one, and may announce a size other than what is served (File). The
 // upload limit applies to each file of a message, as Discord's does.
+// Their URLs are signed as Discord's are (ex, is, hm): the CDN route
+// answers 404 "This content is no longer available." to a URL that is
+// expired by the CDN's clock (SetURLTTL, SetCDNClock), wrongly signed or
+// unknown, and POST /attachments/refresh-urls signs the URLs of files the
+// fake holds afresh.
 //
 // Where it simplifies: one bot, no guild member lists or permissions,
 // embeds only in a forward's snapshot (title, description, URL); only the
@@ -79,6 +84,7 @@ const (
 	RouteEditOriginal        = "PATCH /webhooks/{application.id}/{interaction.token}/messages/@original"
 	RouteCommands            = "PUT /applications/{application.id}/commands"
 	RouteAttachment          = "GET /attachments/{channel.id}/{attachment.id}/{filename}"
+	RouteRefreshURLs         = "POST /attachments/refresh-urls"
 )
 
 const (
@@ -104,6 +110,9 @@ type Server struct {
 	sent         []*Sent
 	sentIndex    map[string]*Sent // message id → sent
 	files        map[string]storedFile
+	cdnKey       []byte // signs attachment URLs (hm)
+	urlTTL       time.Duration
+	cdnClock     func() time.Time
 	interactions map[string]*Interaction
 	originals    map[string]*Sent // interaction id → its initial response
 	commands     []Command
@@ -154,6 +163,9 @@ func New(token string) *Server {
 		dms:          map[string]string{},
 		sentIndex:    map[string]*Sent{},
 		files:        map[string]storedFile{},
+		cdnKey:       newCDNKey(),
+		urlTTL:       DefaultURLTTL,
+		cdnClock:     time.Now,
 		interactions: map[string]*Interaction{},
 		originals:    map[string]*Sent{},
 		calls:        map[string][]Call{},
@@ -316,6 +328,7 @@ var routePatterns = []struct{ method, pattern, route string }{
 	{"POST", "webhooks/*/*", RouteFollowup},
 	{"PATCH", "webhooks/*/*/messages/@original", RouteEditOriginal},
 	{"PUT", "applications/*/commands", RouteCommands},
+	{"POST", "attachments/refresh-urls", RouteRefreshURLs},
 }
 
 func matchSegments(pattern, seg []string) ([]string, bool) {
@@ -351,6 +364,7 @@ func (s *Server) handle(req *request) {
 		RouteEditOriginal:        s.editOriginal,
 		RouteCommands:            s.putCommands,
 		RouteAttachment:          s.attachment,
+		RouteRefreshURLs:         s.refreshURLs,
 	}
 	handlers[req.route](req)
 }
