@@ -66,10 +66,9 @@ const HardenTradeoff = `Hardening (latch service install --harden). What it cost
   RestrictSUIDSGID stop setuid programs from gaining privileges. This also
   breaks tools built on setuid helpers, such as rootless podman (newuidmap).
 - /usr, /boot and /etc are read-only to latch and every command it runs
-  (ProtectSystem=full), and so are /proc/sys and /sys but for the cgroup
-  tree, where latch gives each command a cgroup of its own (the kernel lets
-  it write only below the service's cgroup, which systemd delegates to
-  it); kernel modules cannot be loaded.
+  (ProtectSystem=full), and so are /proc/sys and /sys, the cgroup tree
+  too but for the service's own cgroup, where latch gives each command a
+  cgroup of its own; kernel modules cannot be loaded.
 - /tmp and /var/tmp are private to the service: what the agent leaves there
   is not in the /tmp you see.
 ProtectHome is deliberately not set: $LATCH_HOME and the workspace live in
@@ -154,8 +153,16 @@ Delegate=yes
 		w(`ProtectSystem=full
 ProtectKernelModules=yes
 ProtectKernelTunables=yes
-ReadWritePaths=/sys/fs/cgroup
-RestrictSUIDSGID=yes
+`)
+		// Only the service's own cgroup stays writable, where latch makes
+		// one per command: the unified hierarchy, then a hybrid one's.
+		// "-": a path that is not there (another layout) is skipped.
+		for _, root := range []string{"/sys/fs/cgroup", "/sys/fs/cgroup/unified"} {
+			for _, p := range d.CgroupPaths {
+				w("ReadWritePaths=-", root, p, "\n")
+			}
+		}
+		w(`RestrictSUIDSGID=yes
 LockPersonality=yes
 `)
 	}
@@ -176,6 +183,9 @@ type unitData struct {
 	HardenComment string
 	PrivateUsers  bool
 	WantedBy      string
+	// CgroupPaths are where the service's cgroup may be, below the root
+	// of the cgroup tree.
+	CgroupPaths []string
 }
 
 func newUnitData(opts UnitOptions) (unitData, error) {
@@ -212,6 +222,10 @@ func newUnitData(opts UnitOptions) (unitData, error) {
 		Harden:       opts.Harden,
 		PrivateUsers: opts.Harden && !opts.System,
 		WantedBy:     "default.target",
+		// %U is the user's uid in a user unit. Newer user managers put
+		// services in app.slice.
+		CgroupPaths: []string{"/user.slice/user-%U.slice/user@%U.service/app.slice/latch.service",
+			"/user.slice/user-%U.slice/user@%U.service/latch.service"},
 	}
 	if home != "" {
 		d.Environment = append(d.Environment, quoteWord("LATCH_HOME="+home))
@@ -228,6 +242,7 @@ func newUnitData(opts UnitOptions) (unitData, error) {
 			return unitData{}, err
 		}
 		d.Scope, d.User, d.WantedBy = "", opts.User, "multi-user.target"
+		d.CgroupPaths = []string{"/system.slice/latch.service"}
 	case opts.User != "":
 		return unitData{}, errors.New("a user unit always runs as its owner; User is only for a system unit")
 	}

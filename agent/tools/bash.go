@@ -100,10 +100,10 @@ type BashResult struct {
 // (under systemd, KillMode=mixed kills what is left in the service's
 // cgroup, and the next daemon kills what is left in its own tree).
 //
-// The error is non-nil only when the command could not be started (no shell,
-// bad directory, no cgroup for it where Cgroups are in use) or waited for; a non-zero exit is reported in the result.
-// If ctx is already done the command is not started and the result says
-// Canceled.
+// The error is non-nil only when the command could not be started (no
+// shell, bad directory, no cgroup for it where Cgroups are in use) or
+// waited for; a non-zero exit is reported in the result. If ctx is already
+// done the command is not started and the result says Canceled.
 func RunBash(ctx context.Context, opts BashOptions, command string) (BashResult, error) {
 	if ctx.Err() != nil {
 		return BashResult{ExitCode: -1, Canceled: true}, nil

@@ -1,18 +1,18 @@
 package tools
 
 import (
-	"bufio"
 	"bytes"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -26,195 +26,130 @@ import (
 // child faster than any walk of /proc can stop it. The kernel kills the
 // whole group at once (cgroup.kill), racing forks included.
 //
-// The tree is this daemon's own: a directory latch-<pid>-<random> in the
-// cgroup latch runs in, with one cmd-<n> per running command. The process walk
-// (killTree) still runs after the group is killed, for a process that
-// moved itself out of its cgroup, which the same user may do.
+// The tree is this daemon's own: a directory latch-<pidns>-<pid>-<start>-
+// <random> in the cgroup latch runs in (named so that a later daemon can
+// tell whether this one still runs), with one cmd-<random> per running
+// command. Nothing else ever runs in the daemon's directory: a process
+// found there moved itself out of its command's group, and is killed with
+// the next command's end. The process walk (killTree) still runs after the
+// group is killed, for a process that moved itself elsewhere, which the
+// same user may do.
+//
+// A command runs as the owner's user, who owns its cgroup: it can chmod
+// cgroup.kill, so each group's is opened before the command starts, and
+// written through that descriptor, which the kernel checked at open.
 //
 // A nil *Cgroups is valid and contains nothing: commands then rely on the
 // walk alone.
 type Cgroups struct {
 	dir string // this daemon's cgroup, in which each command gets one
-	seq atomic.Uint64
 
 	mu    sync.Mutex
 	stale []string // command groups not removed yet (a process would not die)
 }
 
-// cgroupState is what OpenCgroups needs to know about the machine; tests
-// give their own.
-type cgroupState struct {
-	procCgroup  []byte // /proc/self/cgroup
-	mountinfo   []byte // /proc/self/mountinfo
-	systemd     bool   // systemd manages the machine (/run/systemd/system)
-	invocation  bool   // systemd started this process ($INVOCATION_ID)
-	delegatedTo func(dir string) bool
-}
-
-// ErrNoCgroups means commands cannot be put in cgroups of their own here;
-// the error wrapping it says why.
-var ErrNoCgroups = errors.New("no cgroup per command")
-
-// OpenCgroups finds the cgroup latch runs in and makes the daemon's own
-// below it. That needs the unified hierarchy (cgroup v2) with cgroup.kill
-// (Linux 5.14), write access, and, where systemd manages the machine, a
-// cgroup systemd delegated (the service's Delegate=yes): systemd owns
-// every other cgroup, and a tree made below one of those would be in its
-// way. Groups of an earlier daemon that died without removing them are
-// killed and removed. The error wraps ErrNoCgroups.
-func OpenCgroups() (*Cgroups, error) {
-	self, err := os.ReadFile("/proc/self/cgroup")
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrNoCgroups, err)
-	}
-	mounts, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrNoCgroups, err)
-	}
-	_, statErr := os.Stat("/run/systemd/system")
-	dir, err := ownCgroup(cgroupState{
-		procCgroup:  self,
-		mountinfo:   mounts,
-		systemd:     statErr == nil,
-		invocation:  os.Getenv("INVOCATION_ID") != "",
-		delegatedTo: delegated,
-	})
-	if err != nil {
-		return nil, err
-	}
-	return openCgroupsIn(dir)
-}
-
-// ownCgroup returns the directory of the cgroup this process is in, when
-// latch may make its tree below it.
-func ownCgroup(s cgroupState) (string, error) {
-	var rel string
-	found := false
-	for line := range strings.SplitSeq(string(s.procCgroup), "\n") {
-		if path, ok := strings.CutPrefix(line, "0::"); ok {
-			rel, found = path, true
-			break
-		}
-	}
-	if !found {
-		return "", fmt.Errorf("%w: not in a cgroup v2 hierarchy", ErrNoCgroups)
-	}
-	mount, root, ok := cgroup2Mount(s.mountinfo)
-	if !ok {
-		return "", fmt.Errorf("%w: cgroup v2 is not mounted", ErrNoCgroups)
-	}
-	sub, ok := strings.CutPrefix(rel, root)
-	if !ok || (sub != "" && sub[0] != '/') || strings.Contains(rel, "/..") {
-		return "", fmt.Errorf("%w: cgroup %q is outside the mounted tree", ErrNoCgroups, rel)
-	}
-	dir := filepath.Join(mount, sub)
-	if s.systemd && !s.delegatedTo(dir) {
-		// A unit of ours started by systemd is delegated when its unit
-		// says Delegate=yes, as the one latch installs does; systemd's
-		// user manager marks none of its cgroups.
-		if !s.invocation || filepath.Base(dir) != "latch.service" {
-			return "", fmt.Errorf("%w: systemd did not delegate cgroup %s to latch (run latch as its service, whose unit has Delegate=yes)", ErrNoCgroups, rel)
-		}
-	}
-	return dir, nil
-}
-
-// cgroup2Mount finds the cgroup2 mount in mountinfo: its mount point and
-// the cgroup it shows as its root.
-func cgroup2Mount(mountinfo []byte) (mount, root string, ok bool) {
-	sc := bufio.NewScanner(bytes.NewReader(mountinfo))
-	for sc.Scan() {
-		// id parent major:minor root mountpoint options [optional...] - fstype source super
-		pre, post, found := strings.Cut(sc.Text(), " - ")
-		if !found {
-			continue
-		}
-		f, g := strings.Fields(pre), strings.Fields(post)
-		if len(f) < 5 || len(g) < 1 || g[0] != "cgroup2" {
-			continue
-		}
-		return unescapeMount(f[4]), strings.TrimSuffix(unescapeMount(f[3]), "/"), true
-	}
-	return "", "", false
-}
-
-// unescapeMount undoes mountinfo's octal escapes (\040 for a space).
-func unescapeMount(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
-}
-
-// delegated reports whether systemd marked the cgroup at dir as delegated
-// (systemd 251 and later set these attributes with Delegate=yes).
-func delegated(dir string) bool {
-	buf := make([]byte, 8)
-	for _, name := range []string{"trusted.delegate", "user.delegate"} {
-		if n, err := unix.Getxattr(dir, name, buf); err == nil && string(buf[:n]) == "1" {
-			return true
-		}
-	}
-	return false
-}
-
 // openCgroupsIn makes the daemon's cgroup in parent, after removing what
-// dead daemons left there.
+// dead daemons left there, and checks that a process can be started in a
+// cgroup of it.
 func openCgroupsIn(parent string) (*Cgroups, error) {
-	removeDeadDaemons(parent)
-	// The random part keeps two daemons of one process (tests start
-	// several) out of each other's tree.
-	var r [4]byte
-	_, _ = rand.Read(r[:])
-	dir := filepath.Join(parent, "latch-"+strconv.Itoa(os.Getpid())+"-"+hex.EncodeToString(r[:]))
-	if err := os.Mkdir(dir, 0o755); err != nil {
+	ns, err := pidNamespace("self")
+	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrNoCgroups, err)
 	}
-	// Every cgroup but the root has cgroup.kill, where the kernel has it.
-	if _, err := os.Stat(filepath.Join(dir, "cgroup.kill")); err != nil {
-		_ = unix.Rmdir(dir)
-		return nil, fmt.Errorf("%w: no cgroup.kill (Linux 5.14 or later has it): %w", ErrNoCgroups, err)
+	self, ok := readProc(os.Getpid())
+	if !ok {
+		return nil, fmt.Errorf("%w: cannot read /proc/self/stat", ErrNoCgroups)
 	}
-	return &Cgroups{dir: dir}, nil
+	removeDeadDaemons(parent, ns)
+	name := fmt.Sprintf("latch-%d-%d-%d-%s", ns, self.pid, self.start, randomHex(4))
+	c := &Cgroups{dir: filepath.Join(parent, name)}
+	if err := os.Mkdir(c.dir, 0o755); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrNoCgroups, err)
+	}
+	if err := c.probe(); err != nil {
+		removeTree(c.dir, time.Now())
+		return nil, fmt.Errorf("%w: %w", ErrNoCgroups, err)
+	}
+	return c, nil
+}
+
+// probe checks what commands will need: cgroup.kill (Linux 5.14; every
+// cgroup but the root has it) and clone3 into a cgroup, which a seccomp
+// filter may refuse (Docker's and Podman's default profiles do). The
+// probe's child never runs anything: it fails to exec a path that cannot
+// exist in cgroupfs, which tells clone3 worked.
+func (c *Cgroups) probe() error {
+	g, err := c.newGroup()
+	if err != nil {
+		return err
+	}
+	defer g.remove()
+	cmd := exec.Command(filepath.Join(g.dir, "no-such-program"))
+	cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: g.fd}
+	err = cmd.Start()
+	if err == nil {
+		_ = cmd.Wait()
+		return nil
+	}
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	return fmt.Errorf("start a process in a cgroup (clone3): %w", err)
+}
+
+// pidNamespace returns the inode of the PID namespace of process pid
+// ("self" for this one).
+func pidNamespace(pid string) (uint64, error) {
+	var st unix.Stat_t
+	if err := unix.Stat("/proc/"+pid+"/ns/pid", &st); err != nil {
+		return 0, err
+	}
+	return st.Ino, nil
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b) // never fails on Linux; Go crashes instead
+	return hex.EncodeToString(b)
 }
 
 // removeDeadDaemons kills and removes the trees of latch daemons in parent
-// whose process is gone: they died without removing them (SIGKILL, a
-// crash), and what still runs there is a command nobody ends any more.
-func removeDeadDaemons(parent string) {
+// that are gone: they died without removing them (SIGKILL, a crash), and
+// what still runs there is a command nobody ends any more. Only trees of
+// daemons in this PID namespace are judged (another namespace's pids mean
+// nothing here), and a daemon is gone when no process has its pid with
+// its start time.
+func removeDeadDaemons(parent string, ns uint64) {
 	entries, err := os.ReadDir(parent)
 	if err != nil {
 		return
 	}
 	for _, e := range entries {
-		rest, ours := strings.CutPrefix(e.Name(), "latch-")
-		digits, _, _ := strings.Cut(rest, "-")
-		pid, err := strconv.Atoi(digits)
-		if !e.IsDir() || !ours || err != nil || pid <= 0 {
+		if !e.IsDir() {
 			continue
 		}
-		if syscall.Kill(pid, 0) == nil || pid == os.Getpid() {
-			continue // alive (or its pid taken by another process: leave it)
+		f := strings.Split(e.Name(), "-")
+		if len(f) != 5 || f[0] != "latch" || f[1] != strconv.FormatUint(ns, 10) {
+			continue
+		}
+		pid, err1 := strconv.Atoi(f[2])
+		start, err2 := strconv.ParseUint(f[3], 10, 64)
+		if err1 != nil || err2 != nil || pid <= 0 {
+			continue
+		}
+		if p, ok := readProc(pid); ok && p.start == start {
+			continue // still running (maybe as another user, or it is us)
 		}
 		removeTree(filepath.Join(parent, e.Name()), time.Now().Add(waitDelay))
 	}
 }
 
 // removeTree kills everything in the cgroup tree at dir and removes it,
-// leaves first. It reports whether dir is gone.
+// leaves first. A cgroup.kill or directory a command made read-only is
+// made writable again: the daemon's user owns the tree. It reports
+// whether dir is gone.
 func removeTree(dir string, deadline time.Time) bool {
-	_ = os.WriteFile(filepath.Join(dir, "cgroup.kill"), []byte("1"), 0)
+	killCgroup(dir)
 	entries, _ := os.ReadDir(dir)
 	for _, e := range entries {
 		if e.IsDir() {
@@ -223,7 +158,27 @@ func removeTree(dir string, deadline time.Time) bool {
 	}
 	awaitEmpty(dir, deadline)
 	err := unix.Rmdir(dir)
+	if errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM) {
+		_ = os.Chmod(filepath.Dir(dir), 0o755)
+		err = unix.Rmdir(dir)
+	}
 	return err == nil || errors.Is(err, unix.ENOENT)
+}
+
+// killCgroup writes to the cgroup.kill of dir by its path, making it
+// writable first if need be.
+func killCgroup(dir string) {
+	path := filepath.Join(dir, "cgroup.kill")
+	fd, err := unix.Open(path, unix.O_WRONLY|unix.O_CLOEXEC, 0)
+	if errors.Is(err, unix.EACCES) {
+		_ = os.Chmod(path, 0o200)
+		fd, err = unix.Open(path, unix.O_WRONLY|unix.O_CLOEXEC, 0)
+	}
+	if err != nil {
+		return
+	}
+	_, _ = unix.Write(fd, []byte("1"))
+	_ = unix.Close(fd)
 }
 
 // Dir is the daemon's cgroup, in which each command gets one of its own.
@@ -248,40 +203,96 @@ func (c *Cgroups) Close() error {
 
 // cmdGroup is the cgroup of one command.
 type cmdGroup struct {
-	c   *Cgroups
-	dir string
-	fd  int // the directory, open for clone3's CLONE_INTO_CGROUP
+	c      *Cgroups
+	dir    string
+	fd     int // the directory, open for clone3's CLONE_INTO_CGROUP
+	killFd int // its cgroup.kill, opened before the command could chmod it
 }
 
+// errNoGroup is what a command is refused with when it cannot have a
+// cgroup; the cause is in the daemon's log, not in the chat, which must
+// not learn host paths.
+var errNoGroup = errors.New("no cgroup for the command")
+
 // newGroup makes the cgroup of a command that is about to start; nil when
-// c is nil. It first retries removing groups that earlier commands left.
+// c is nil. It first retries removing groups that earlier commands left,
+// and remakes the daemon's tree if it was removed (or made read-only)
+// behind latch's back. Its name is random: a command cannot make the next
+// one's name first.
 func (c *Cgroups) newGroup() (*cmdGroup, error) {
 	if c == nil {
 		return nil, nil
 	}
 	c.retryStale()
-	dir := filepath.Join(c.dir, "cmd-"+strconv.FormatUint(c.seq.Add(1), 10))
-	if err := os.Mkdir(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("make the command's cgroup: %w", err)
+	dir := filepath.Join(c.dir, "cmd-"+randomHex(8))
+	err := os.Mkdir(dir, 0o755)
+	if errors.Is(err, fs.ErrNotExist) {
+		err = errors.Join(os.Mkdir(c.dir, 0o755), os.Mkdir(dir, 0o755))
+	} else if errors.Is(err, fs.ErrPermission) {
+		err = errors.Join(os.Chmod(c.dir, 0o755), os.Mkdir(dir, 0o755))
 	}
-	fd, err := unix.Open(dir, unix.O_DIRECTORY|unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		_ = unix.Rmdir(dir)
-		return nil, fmt.Errorf("open the command's cgroup: %w", err)
+		return nil, fmt.Errorf("%w: %w", errNoGroup, pathless(err))
 	}
-	return &cmdGroup{c: c, dir: dir, fd: fd}, nil
+	g := &cmdGroup{c: c, dir: dir, fd: -1, killFd: -1}
+	g.fd, err = unix.Open(dir, unix.O_DIRECTORY|unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err == nil {
+		g.killFd, err = unix.Open(filepath.Join(dir, "cgroup.kill"), unix.O_WRONLY|unix.O_CLOEXEC, 0)
+	}
+	if err != nil {
+		g.remove()
+		return nil, fmt.Errorf("%w: %w", errNoGroup, err)
+	}
+	return g, nil
+}
+
+// pathless drops the path from a *PathError.
+func pathless(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return fmt.Errorf("%s: %w", pe.Op, pe.Err)
+	}
+	return err
 }
 
 // kill SIGKILLs every process in the group at once; a process forking
 // while it happens is killed with its child. It waits (until deadline) for
 // them to exit, so their output pipes close and their orphans are there to
-// reap.
+// reap. Then it kills what moved itself into the daemon's own cgroup.
 func (g *cmdGroup) kill(deadline time.Time) {
 	if g == nil {
 		return
 	}
-	_ = os.WriteFile(filepath.Join(g.dir, "cgroup.kill"), []byte("1"), 0)
+	_, _ = unix.Write(g.killFd, []byte("1"))
 	awaitEmpty(g.dir, deadline)
+	g.c.sweep(deadline)
+}
+
+// maxSweepRounds bounds sweep: a process that forks as it is moved leaves
+// its child behind for the next round.
+const maxSweepRounds = 20
+
+// sweep kills the processes in the daemon's own cgroup, where nothing
+// runs but what moved itself there out of its command's group: each round
+// moves them into a fresh group (a move cannot race a fork) and kills it.
+func (c *Cgroups) sweep(deadline time.Time) {
+	procs := filepath.Join(c.dir, "cgroup.procs")
+	for range maxSweepRounds {
+		pids, err := os.ReadFile(procs)
+		if err != nil || len(bytes.TrimSpace(pids)) == 0 {
+			return
+		}
+		trap := filepath.Join(c.dir, "trap-"+randomHex(8))
+		if os.Mkdir(trap, 0o755) != nil {
+			return
+		}
+		for pid := range strings.FieldsSeq(string(pids)) {
+			if p, err := strconv.Atoi(pid); err == nil && p != os.Getpid() {
+				_ = os.WriteFile(filepath.Join(trap, "cgroup.procs"), []byte(pid), 0)
+			}
+		}
+		removeTree(trap, deadline)
+	}
 }
 
 // remove removes the group once its command is over; a group that still
@@ -291,8 +302,12 @@ func (g *cmdGroup) remove() {
 	if g == nil {
 		return
 	}
-	_ = unix.Close(g.fd)
-	if err := unix.Rmdir(g.dir); err == nil || errors.Is(err, unix.ENOENT) {
+	for _, fd := range []int{g.fd, g.killFd} {
+		if fd >= 0 {
+			_ = unix.Close(fd)
+		}
+	}
+	if removeTree(g.dir, time.Now()) {
 		return
 	}
 	g.c.mu.Lock()

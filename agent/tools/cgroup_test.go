@@ -1,15 +1,18 @@
 package tools
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -142,57 +145,80 @@ func TestCgroupsStartTheShellInside(t *testing.T) {
 	t.Parallel()
 	cg := testCgroups(t)
 	res := runBash(t, t.Context(), BashOptions{Dir: t.TempDir(), Cgroups: cg}, "grep ^0:: /proc/self/cgroup")
-	want := filepath.Base(cg.Dir()) + "/cmd-1\n"
-	if res.ExitCode != 0 || !strings.HasSuffix(res.Output, want) {
-		t.Errorf("the command's cgroup: %q (exit %d), want a path ending in %q", res.Output, res.ExitCode, want)
+	want := regexp.MustCompile("/" + regexp.QuoteMeta(filepath.Base(cg.Dir())) + "/cmd-[0-9a-f]{16}\n$")
+	if res.ExitCode != 0 || !want.MatchString(res.Output) {
+		t.Errorf("the command's cgroup: %q (exit %d), want a path matching %s", res.Output, res.ExitCode, want)
 	}
 	if left := commandGroups(t, cg); len(left) > 0 {
 		t.Errorf("command cgroups left after the command: %v", left)
 	}
 }
 
-// TestCgroupsWithoutTheirTree: when the daemon's cgroup is gone (removed
-// behind latch's back), a command is refused rather than run uncontained.
+// TestCgroupsWithoutTheirTree: when the daemon's cgroup was removed behind
+// latch's back, the next command makes it again; when no cgroup can be
+// made for a command, it is refused rather than run uncontained, and the
+// refusal shows no host path.
 func TestCgroupsWithoutTheirTree(t *testing.T) {
 	t.Parallel()
 	cg := testCgroups(t)
 	if err := os.Remove(cg.Dir()); err != nil {
 		t.Fatal(err)
 	}
-	res, err := RunBash(t.Context(), BashOptions{Dir: t.TempDir(), Cgroups: cg}, "echo ran")
-	if err == nil || res.Output != "" {
-		t.Errorf("got %+v, %v; want the command refused", res, err)
+	if res, err := RunBash(t.Context(), BashOptions{Dir: t.TempDir(), Cgroups: cg}, "echo ran"); err != nil || res.Output != "ran\n" {
+		t.Errorf("after the tree was removed: %+v, %v; want the command run", res, err)
 	}
-	if err := os.Mkdir(cg.Dir(), 0o755); err != nil { // for Close
+	// No more cgroups below the daemon's: mkdir fails.
+	if err := os.WriteFile(filepath.Join(cg.Dir(), "cgroup.max.descendants"), []byte("0"), 0); err != nil {
 		t.Fatal(err)
 	}
+	res, err := RunBash(t.Context(), BashOptions{Dir: t.TempDir(), Cgroups: cg}, "echo ran")
+	if err == nil || res.Output != "" || strings.Contains(err.Error(), "/sys/") || strings.Contains(err.Error(), cg.Dir()) {
+		t.Errorf("got %+v, %v; want the command refused, without a host path", res, err)
+	}
+}
+
+// deadDaemonTree makes the tree a daemon of process p (pid, start time) in
+// PID namespace ns would leave in parent, with one command group, and
+// returns its path.
+func deadDaemonTree(t *testing.T, parent string, ns uint64, pid int, start uint64) string {
+	t.Helper()
+	dir := filepath.Join(parent, fmt.Sprintf("latch-%d-%d-%d-0a1b2c3d", ns, pid, start))
+	if err := os.MkdirAll(filepath.Join(dir, "cmd-0123456789abcdef"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }
 
 // TestOpenCgroupsRemovesDeadDaemons: a daemon that was SIGKILLed left its
 // tree and a command running in it. The next daemon kills that command
-// and removes the tree, and leaves the tree of a daemon that still runs.
+// and removes the tree, also when the dead daemon's pid was reused since.
+// It leaves the tree of a daemon that still runs (whoever it runs as), and
+// a tree of another PID namespace, whose pids it cannot judge.
 func TestOpenCgroupsRemovesDeadDaemons(t *testing.T) {
 	t.Parallel()
 	own := testCgroups(t)
 	parent := filepath.Join(own.Dir(), "home")
+	ns, err := pidNamespace("self")
+	if err != nil {
+		t.Fatal(err)
+	}
 	dead := exec.Command("true")
 	if err := dead.Run(); err != nil {
 		t.Fatal(err)
 	}
-	deadTree := filepath.Join(parent, "latch-"+strconv.Itoa(dead.Process.Pid)+"-0a1b2c3d")
-	liveTree := filepath.Join(parent, "latch-1-0a1b2c3d") // init runs as long as the machine does
-	for _, dir := range []string{filepath.Join(deadTree, "cmd-1"), liveTree} {
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
+	initProc, _ := readProc(1) // init runs as long as the machine does
+	deadTree := deadDaemonTree(t, parent, ns, dead.Process.Pid, 1)
+	reused := deadDaemonTree(t, parent, ns, 1, initProc.start+1) // pid 1, but not that process
+	live := deadDaemonTree(t, parent, ns, 1, initProc.start)
+	elsewhere := deadDaemonTree(t, parent, ns+1, dead.Process.Pid, 1)
+
 	token := sleepToken()
 	left := exec.Command("sleep", token)
 	if err := left.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = left.Process.Kill(); _ = left.Wait() })
-	if err := os.WriteFile(filepath.Join(deadTree, "cmd-1", "cgroup.procs"), []byte(strconv.Itoa(left.Process.Pid)), 0); err != nil {
+	if err := os.WriteFile(filepath.Join(deadTree, "cmd-0123456789abcdef", "cgroup.procs"), []byte(strconv.Itoa(left.Process.Pid)), 0); err != nil {
 		t.Fatal(err)
 	}
 
@@ -207,17 +233,19 @@ func TestOpenCgroupsRemovesDeadDaemons(t *testing.T) {
 	case <-time.After(hangLimit):
 		t.Fatal("the dead daemon's command still runs")
 	}
-	if _, err := os.Stat(deadTree); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("the dead daemon's tree: %v, want it removed", err)
-	}
-	if _, err := os.Stat(liveTree); err != nil {
-		t.Errorf("the live daemon's tree: %v, want it kept", err)
+	for _, tc := range []struct {
+		dir  string
+		kept bool
+	}{{deadTree, false}, {reused, false}, {live, true}, {elsewhere, true}} {
+		if _, err := os.Stat(tc.dir); (err == nil) != tc.kept {
+			t.Errorf("%s: %v, want kept %t", filepath.Base(tc.dir), err, tc.kept)
+		}
 	}
 	if err := c.Close(); err != nil {
 		t.Error(err)
 	}
-	if err := os.Remove(liveTree); err != nil {
-		t.Error(err)
+	for _, dir := range []string{live, elsewhere} {
+		removeTree(dir, time.Now())
 	}
 	if err := os.Remove(parent); err != nil {
 		t.Error(err)
@@ -243,9 +271,8 @@ func TestOwnCgroup(t *testing.T) {
 	}{
 		{"delegated service", service, unified, true, true, marked,
 			"/sys/fs/cgroup/user.slice/user-1000.slice/user@1000.service/app.slice/latch.service", ""},
-		{"latch's service, no mark (user manager)", service, unified, true, true, unmarked,
-			"/sys/fs/cgroup/user.slice/user-1000.slice/user@1000.service/app.slice/latch.service", ""},
-		{"latch's service name, not started by systemd", service, unified, true, false, unmarked, "", "did not delegate"},
+		{"latch's service, not delegated (an older unit)", service, unified, true, true, unmarked, "", "did not delegate"},
+		{"latch's service name, not started by systemd", service, unified, true, false, marked, "", "did not delegate"},
 		{"a terminal's scope", "0::/user.slice/user-1000.slice/session-3.scope\n", unified, true, false, unmarked, "", "did not delegate"},
 		{"another service", "0::/system.slice/cron.service\n", unified, true, true, unmarked, "", "did not delegate"},
 		{"no systemd", "0::/\n", unified, false, false, unmarked, "/sys/fs/cgroup", ""},
@@ -254,12 +281,15 @@ func TestOwnCgroup(t *testing.T) {
 		{"not mounted", "0::/x\n", "25 24 0:22 / /sys rw - sysfs sysfs rw\n", false, false, unmarked, "", "not mounted"},
 		{"mounted from a subtree", "0::/outer/x\n", "30 25 0:26 /outer /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n", false, false, unmarked, "/sys/fs/cgroup/x", ""},
 		{"outside the mounted subtree", "0::/other/x\n", "30 25 0:26 /outer /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n", false, false, unmarked, "", "outside"},
+		{"cgroup namespace: the host's mount first", "0::/x\n",
+			"30 25 0:26 /../.. /sys/fs/cgroup-host rw - cgroup2 cgroup2 rw\n31 25 0:26 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n",
+			false, false, unmarked, "/sys/fs/cgroup/x", ""},
 		{"escaped mount point", "0::/x\n", "30 25 0:26 / /sys/fs/cg\\040v2 rw - cgroup2 cgroup2 rw\n", false, false, unmarked, "/sys/fs/cg v2/x", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := ownCgroup(cgroupState{
 				procCgroup: []byte(tc.cgroup), mountinfo: []byte(tc.mounts),
-				systemd: tc.systemd, invocation: tc.invoked, delegatedTo: tc.delegated,
+				systemd: tc.systemd, invocation: tc.invoked, delegated: tc.delegated,
 			})
 			if tc.wantErrMatch != "" {
 				if err == nil || !errors.Is(err, ErrNoCgroups) || !strings.Contains(err.Error(), tc.wantErrMatch) {
@@ -283,5 +313,118 @@ func BenchmarkRunBashTrueInCgroup(b *testing.B) {
 		if _, err := RunBash(context.Background(), BashOptions{Dir: dir, Timeout: 10 * time.Second, Cgroups: cg}, "true"); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestCgroupsKillWhatMovedIntoTheDaemonsCgroup: a command may move its
+// processes into the daemon's own cgroup, which its user may write to,
+// and leave them there in a session of their own without the tag: neither
+// its group's kill nor the walk (without a subreaper) finds them. Nothing
+// else ever runs in the daemon's cgroup, so what is there dies with the
+// next command's end.
+func TestCgroupsKillWhatMovedIntoTheDaemonsCgroup(t *testing.T) {
+	t.Parallel()
+	cg := testCgroups(t)
+	token := sleepToken()
+	dir := t.TempDir()
+	killLeftovers(t, dir, token)
+	launch := fmt.Sprintf("(echo $BASHPID > %s; setsid env -u %s sh -c 'echo $$ >> pids; exec sleep %s' &)",
+		shellQuote(filepath.Join(cg.Dir(), "cgroup.procs")), jobEnv, token)
+	tc := escapeCase{name: "moved into the daemon's cgroup", launch: launch, fg: launch + "; sleep " + token, n: 1}
+	runEscapeMode(t, "exit", BashOptions{Dir: dir, Cgroups: cg}, tc)
+	requireDead(t, readPIDs(t, dir, tc.n), token)
+}
+
+// nobodyCgroupEnv names the cgroup a re-executed test runs in as nobody.
+const nobodyCgroupEnv = "LATCH_TEST_NOBODY_CGROUP"
+
+// TestCgroupsKillThroughChmod: a daemon that is not root is refused a
+// write to a cgroup.kill its user made read-only, and a command runs as
+// that user: it can chmod its own group's cgroup.kill, then leave the walk
+// nothing to find. Each group's cgroup.kill is opened before the command
+// starts and written through that descriptor, which the kernel checked at
+// open. Root bypasses file modes, so the test re-runs itself as nobody in
+// a cgroup it owns.
+func TestCgroupsKillThroughChmod(t *testing.T) {
+	if parent := os.Getenv(nobodyCgroupEnv); parent != "" {
+		killThroughChmodAsNobody(t, parent)
+		return
+	}
+	t.Parallel()
+	if os.Getuid() != 0 {
+		msg := "needs root to make a cgroup for nobody"
+		if os.Getenv("LATCH_REQUIRE_ROOT_TESTS") != "" {
+			t.Fatal(msg + "; LATCH_REQUIRE_ROOT_TESTS is set")
+		}
+		t.Skip(msg)
+	}
+	own := testCgroups(t)
+	parent := filepath.Join(own.Dir(), "nobody")
+	if err := os.Mkdir(parent, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"", "cgroup.procs", "cgroup.threads", "cgroup.subtree_control"} {
+		if err := os.Chown(filepath.Join(parent, name), 65534, 65534); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The test binary where nobody may run it.
+	bin, err := os.MkdirTemp("", "latch-nobody")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(bin) })
+	data, err := os.ReadFile(os.Args[0])
+	if err == nil {
+		err = errors.Join(os.Chmod(bin, 0o755), os.WriteFile(filepath.Join(bin, "tools.test"), data, 0o755))
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	fd, err := os.Open(parent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fd.Close()
+	cmd := exec.CommandContext(t.Context(), filepath.Join(bin, "tools.test"), "-test.run=^TestCgroupsKillThroughChmod$", "-test.v")
+	cmd.Dir = bin
+	cmd.Env = append(os.Environ(), nobodyCgroupEnv+"="+parent, "TMPDIR=/tmp")
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		Credential:  &syscall.Credential{Uid: 65534, Gid: 65534},
+		UseCgroupFD: true, CgroupFD: int(fd.Fd()),
+	}
+	out, err := cmd.CombinedOutput()
+	if err != nil || !bytes.Contains(out, []byte("--- PASS: TestCgroupsKillThroughChmod")) {
+		t.Errorf("as nobody: %v\n%s", err, out)
+	}
+}
+
+// killThroughChmodAsNobody is TestCgroupsKillThroughChmod's run as nobody,
+// in the cgroup parent.
+func killThroughChmodAsNobody(t *testing.T, parent string) {
+	if os.Getuid() == 0 {
+		t.Fatal("runs as root; the test means nobody")
+	}
+	cg, err := openCgroupsIn(parent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := cg.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	token := sleepToken()
+	dir := t.TempDir()
+	killLeftovers(t, dir, token)
+	launch := fmt.Sprintf("chmod 0444 %s/cmd-*/cgroup.kill; (setsid env -u %s sh -c 'echo $$ >> pids; exec sleep %s' &)",
+		shellQuote(cg.Dir()), jobEnv, token)
+	tc := escapeCase{name: "chmod cgroup.kill", launch: launch, fg: launch + "; sleep " + token, n: 1}
+	for _, mode := range []string{"exit", "stop"} {
+		t.Run(mode, func(t *testing.T) {
+			runEscapeMode(t, mode, BashOptions{Dir: dir, Cgroups: cg}, tc)
+			requireDead(t, readPIDs(t, dir, tc.n), token)
+			_ = os.Remove(filepath.Join(dir, "pids"))
+		})
 	}
 }
