@@ -34,10 +34,10 @@ var ErrEscapes = errors.New("path escapes the workspace")
 //
 // A Workspace is safe for concurrent use.
 type Workspace struct {
-	root     *os.Root
-	dir      string
-	lim      fsLimits
-	inboxMax int64 // see LimitInbox
+	root  *os.Root
+	dir   string
+	lim   fsLimits
+	inbox inboxState // downloads into inbox/ (fs_inbox.go)
 }
 
 // fsLimits bounds the work and output of one tool call. They are fields
