@@ -379,13 +379,13 @@ func TestE2EStartRemovesCutShortDownloads(t *testing.T) {
 	if err := os.MkdirAll(inbox, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{".part-5f0e", "20261130-101010-kept.pdf"} {
+	for _, name := range []string{".part-5f0e1d2c3b4a5968", "20261130-101010-kept.pdf"} {
 		if err := os.WriteFile(filepath.Join(inbox, name), []byte("x"), 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
 	e.start()
-	if _, err := os.Stat(filepath.Join(inbox, ".part-5f0e")); !errors.Is(err, os.ErrNotExist) {
+	if _, err := os.Stat(filepath.Join(inbox, ".part-5f0e1d2c3b4a5968")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the part file after the start: %v, want it removed", err)
 	}
 	if _, err := os.Stat(filepath.Join(inbox, "20261130-101010-kept.pdf")); err != nil {
