@@ -15,6 +15,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 var testCgroupSeq atomic.Int64
@@ -426,5 +429,70 @@ func killThroughChmodAsNobody(t *testing.T, parent string) {
 			requireDead(t, readPIDs(t, dir, tc.n), token)
 			_ = os.Remove(filepath.Join(dir, "pids"))
 		})
+	}
+}
+
+// noClone3Env names the cgroup a re-executed test probes under a seccomp
+// filter that refuses clone3.
+const noClone3Env = "LATCH_TEST_NO_CLONE3_CGROUP"
+
+// TestOpenCgroupsProbesClone3: under a seccomp filter that answers clone3
+// with ENOSYS (Docker's and Podman's default profiles do), a command could
+// not start in a cgroup at all. OpenCgroups finds that out at start and
+// refuses cgroups, saying why, so commands run with the walk alone instead
+// of failing every time. The filter cannot be lifted, so the test re-runs
+// itself under it.
+func TestOpenCgroupsProbesClone3(t *testing.T) {
+	if parent := os.Getenv(noClone3Env); parent != "" {
+		refuseClone3(t)
+		c, err := openCgroupsIn(parent)
+		if err == nil || !errors.Is(err, ErrNoCgroups) || !strings.Contains(err.Error(), "clone3") {
+			t.Errorf("openCgroupsIn under the filter: %v, want ErrNoCgroups naming clone3", err)
+			_ = c.Close()
+		}
+		if entries, _ := os.ReadDir(parent); len(entries) != 0 {
+			var dirs []string
+			for _, e := range entries {
+				if e.IsDir() {
+					dirs = append(dirs, e.Name())
+				}
+			}
+			if len(dirs) != 0 {
+				t.Errorf("left behind: %v", dirs)
+			}
+		}
+		return
+	}
+	t.Parallel()
+	own := testCgroups(t)
+	parent := filepath.Join(own.Dir(), "probe")
+	if err := os.Mkdir(parent, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^TestOpenCgroupsProbesClone3$", "-test.v")
+	cmd.Env = append(os.Environ(), noClone3Env+"="+parent)
+	out, err := cmd.CombinedOutput()
+	if err != nil || !bytes.Contains(out, []byte("--- PASS: TestOpenCgroupsProbesClone3")) {
+		t.Errorf("under the filter: %v\n%s", err, out)
+	}
+}
+
+// refuseClone3 installs, for every thread of the process, a seccomp filter
+// that answers clone3 with ENOSYS and allows everything else.
+func refuseClone3(t *testing.T) {
+	t.Helper()
+	filter := []unix.SockFilter{
+		{Code: unix.BPF_LD | unix.BPF_W | unix.BPF_ABS, K: 0}, // seccomp_data.nr
+		{Code: unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K, Jt: 0, Jf: 1, K: unix.SYS_CLONE3},
+		{Code: unix.BPF_RET | unix.BPF_K, K: unix.SECCOMP_RET_ERRNO | uint32(unix.ENOSYS)},
+		{Code: unix.BPF_RET | unix.BPF_K, K: unix.SECCOMP_RET_ALLOW},
+	}
+	prog := unix.SockFprog{Len: uint16(len(filter)), Filter: &filter[0]}
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, errno := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, unix.SECCOMP_FILTER_FLAG_TSYNC,
+		uintptr(unsafe.Pointer(&prog))); errno != 0 {
+		t.Fatalf("seccomp: %v", errno)
 	}
 }
