@@ -2,8 +2,6 @@ package tools
 
 import (
 	"bytes"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -107,12 +105,6 @@ func pidNamespace(pid string) (uint64, error) {
 	return st.Ino, nil
 }
 
-func randomHex(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b) // never fails on Linux; Go crashes instead
-	return hex.EncodeToString(b)
-}
-
 // removeDeadDaemons kills and removes the trees of latch daemons in parent
 // that are gone: they died without removing them (SIGKILL, a crash), and
 // what still runs there is a command nobody ends any more. Only trees of
@@ -210,8 +202,8 @@ type cmdGroup struct {
 }
 
 // errNoGroup is what a command is refused with when it cannot have a
-// cgroup; the cause is in the daemon's log, not in the chat, which must
-// not learn host paths.
+// cgroup. The refusal reaches the chat and the model, so its cause is
+// given without the host path.
 var errNoGroup = errors.New("no cgroup for the command")
 
 // newGroup makes the cgroup of a command that is about to start; nil when
@@ -295,9 +287,10 @@ func (c *Cgroups) sweep(deadline time.Time) {
 	}
 }
 
-// remove removes the group once its command is over; a group that still
-// holds a process (one stuck in the kernel) is killed again and removed
-// by a later command or by Close.
+// remove removes the group once its command is over. kill has emptied
+// it; only if that failed (a process stuck in the kernel, a group made
+// read-only by its command) is it killed again, and left to a later
+// command or to Close if it still holds a process.
 func (g *cmdGroup) remove() {
 	if g == nil {
 		return
@@ -307,7 +300,7 @@ func (g *cmdGroup) remove() {
 			_ = unix.Close(fd)
 		}
 	}
-	if removeTree(g.dir, time.Now()) {
+	if err := unix.Rmdir(g.dir); err == nil || removeTree(g.dir, time.Now()) {
 		return
 	}
 	g.c.mu.Lock()

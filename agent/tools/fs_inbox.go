@@ -1,8 +1,6 @@
 package tools
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -172,9 +170,7 @@ func (w *Workspace) linkPart(part, name string) (string, error) {
 
 // createPart creates a part file with a random name in the inbox.
 func (w *Workspace) createPart() (string, *os.File, error) {
-	var r [8]byte
-	_, _ = rand.Read(r[:])
-	part := path.Join(InboxDir, partPrefix+hex.EncodeToString(r[:]))
+	part := path.Join(InboxDir, partPrefix+randomHex(8))
 	f, err := w.root.OpenFile(part, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return "", nil, fsError("create", part, err)

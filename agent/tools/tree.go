@@ -46,9 +46,15 @@ const (
 
 // newJobTag returns a fresh "LATCH_JOB=<128 random bits>" entry.
 func newJobTag() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:]) // never fails on Linux; Go crashes instead
-	return jobEnv + "=" + hex.EncodeToString(b[:])
+	return jobEnv + "=" + randomHex(16)
+}
+
+// randomHex returns n random bytes in hex: job tags, cgroup and part file
+// names.
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b) // never fails on Linux; Go crashes instead
+	return hex.EncodeToString(b)
 }
 
 // withJobTag returns a copy of env with tag in place of any LATCH_JOB it
