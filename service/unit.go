@@ -153,10 +153,13 @@ Delegate=yes
 		w(`ProtectSystem=full
 ProtectKernelModules=yes
 ProtectKernelTunables=yes
+ProtectControlGroups=yes
 `)
-		// Only the service's own cgroup stays writable, where latch makes
-		// one per command: the unified hierarchy, then a hybrid one's.
-		// "-": a path that is not there (another layout) is skipped.
+		// ProtectKernelTunables= leaves the cgroup tree writable;
+		// ProtectControlGroups= makes it read-only, and the service's own
+		// cgroup is opened again, where latch makes one per command: the
+		// unified hierarchy, then a hybrid one's. "-": a path that is not
+		// there (another layout) is skipped.
 		for _, root := range []string{"/sys/fs/cgroup", "/sys/fs/cgroup/unified"} {
 			for _, p := range d.CgroupPaths {
 				w("ReadWritePaths=-", root, p, "\n")

@@ -66,7 +66,7 @@ func TestUnitGolden(t *testing.T) {
 func TestUnitSettings(t *testing.T) {
 	hardening := []string{
 		"NoNewPrivileges=yes", "PrivateTmp=yes", "ProtectSystem=full",
-		"ProtectKernelModules=yes", "ProtectKernelTunables=yes", "RestrictSUIDSGID=yes", "LockPersonality=yes",
+		"ProtectKernelModules=yes", "ProtectKernelTunables=yes", "ProtectControlGroups=yes", "RestrictSUIDSGID=yes", "LockPersonality=yes",
 	}
 	common := []string{
 		"After=network-online.target", "Wants=network-online.target",
@@ -87,10 +87,10 @@ func TestUnitSettings(t *testing.T) {
 		{"user-hardened", append(append(common, hardening...), "PrivateUsers=yes", "WantedBy=default.target",
 			"ReadWritePaths=-/sys/fs/cgroup/user.slice/user-%U.slice/user@%U.service/app.slice/latch.service",
 			"ReadWritePaths=-/sys/fs/cgroup/unified/user.slice/user-%U.slice/user@%U.service/app.slice/latch.service"),
-			[]string{"User=", "ProtectHome=", "ReadWritePaths=/sys/fs/cgroup", "ProtectControlGroups="}},
+			[]string{"User=", "ProtectHome=", "ReadWritePaths=/sys/fs/cgroup"}},
 		{"system-hardened", append(append(common, hardening...), "User=alice", "WantedBy=multi-user.target",
 			"ReadWritePaths=-/sys/fs/cgroup/system.slice/latch.service", "ReadWritePaths=-/sys/fs/cgroup/unified/system.slice/latch.service"),
-			[]string{"PrivateUsers=", "ProtectHome=", "ReadWritePaths=/sys/fs/cgroup", "ProtectControlGroups="}},
+			[]string{"PrivateUsers=", "ProtectHome=", "ReadWritePaths=/sys/fs/cgroup"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

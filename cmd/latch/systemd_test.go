@@ -1,0 +1,494 @@
+//go:build linux
+
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/latchd/latch/gateways/telegram/telegramtest"
+)
+
+// TestMain lets this test binary stand in for latch: started under the
+// name "latch" it is latch, so a real service manager can run it.
+func TestMain(m *testing.M) {
+	if filepath.Base(os.Args[0]) == "latch" {
+		os.Exit(Main(os.Args[1:], os.Stdout, os.Stderr))
+	}
+	os.Exit(m.Run())
+}
+
+// TestServiceUnderRealSystemd installs latch with `latch service install
+// --system --user nobody` into a real systemd, booted as PID 1 of PID,
+// mount and cgroup namespaces of the test's own (its units, /run and
+// /etc/systemd/system are private to it, and what the boot would change
+// on the machine is masked), and checks what only a real service manager
+// can show: Type=notify readiness and status line, Delegate=yes giving the
+// unprivileged service a cgroup it may split (a command that escapes its
+// session is still killed), reload without a restart, a stop that lets
+// latch end a running command within TimeoutStopSec, and the same under
+// --harden (ProtectSystem=full, the narrowed ReadWritePaths=).
+func TestServiceUnderRealSystemd(t *testing.T) {
+	box := bootSystemd(t)
+	nobody, err := user.Lookup("nobody")
+	if err != nil {
+		box.unavailable("no user nobody: " + err.Error())
+	}
+	uid, _ := strconv.Atoi(nobody.Uid)
+	gid, _ := strconv.Atoi(nobody.Gid)
+	asNobody := &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
+
+	// Not below /tmp: the hardened unit's PrivateTmp= would hide it.
+	dir, err := os.MkdirTemp("/var/lib", "latch-systemd-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "latch")
+	copyExecutable(t, bin)
+	home := filepath.Join(dir, "home")
+	if err := os.Mkdir(home, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(home, uid, gid); err != nil {
+		t.Fatal(err)
+	}
+
+	tg := telegramtest.New(testToken)
+	t.Cleanup(tg.Close)
+	owner := telegramtest.User{ID: 4242, FirstName: "Owner"}
+	chat := telegramtest.Private(owner)
+	env := []string{"LATCH_HOME=" + home, "PATH=/usr/sbin:/usr/bin:/sbin:/bin"}
+
+	box.must(asNobody, env, bin, "init")
+	cfg := fmt.Sprintf("[telegram]\ntoken = %q\napi_url = %q\n", testToken, tg.URL())
+	if err := os.WriteFile(filepath.Join(home, "config.toml"), []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(filepath.Join(home, "config.toml"), uid, gid); err != nil {
+		t.Fatal(err)
+	}
+
+	// Type=notify: enable --now returns once latch said READY=1.
+	box.must(nil, env, bin, "service", "install", "--system", "--user", "nobody")
+	box.wantService("ActiveState", "active")
+	if s := box.show("StatusText"); !strings.Contains(s, "not paired") {
+		t.Errorf("status line %q, want latch's own (telegram: not paired)", s)
+	}
+	if out := box.must(asNobody, env, bin, "status"); !strings.Contains(out, "a cgroup per command") {
+		t.Fatalf("latch status under systemd:\n%s\nwant commands in cgroups of their own (Delegate=yes)", out)
+	}
+
+	var pair struct{ Code string }
+	if err := json.Unmarshal([]byte(box.must(asNobody, env, bin, "pair", "telegram", "--json")), &pair); err != nil || pair.Code == "" {
+		t.Fatalf("pair --json: %v", err)
+	}
+	tg.SendText(chat, owner, "/pair "+pair.Code)
+	waitSent(t, tg, owner.ID, "Paired")
+
+	// A process that leaves the command's session is killed with it.
+	checkCommandCgroup := func(marker string) string {
+		t.Helper()
+		tg.SendText(chat, owner, "!(setsid sleep "+marker+" </dev/null >/dev/null 2>&1 &); grep '^0::' /proc/self/cgroup; touch /etc/latch-systemd-test; mkdir /sys/fs/cgroup/system.slice/latch-systemd-test; echo done-"+marker)
+		reply := waitSent(t, tg, owner.ID, "done-"+marker, "[exit ")
+		if !strings.Contains(reply, "0::/system.slice/latch.service/latch-") || !strings.Contains(reply, "/cmd-") {
+			t.Errorf("the command ran in %q, want a cgroup of its own below latch.service's", reply)
+		}
+		waitGone(t, "sleep\x00"+marker+"\x00")
+		return reply
+	}
+	// nobody may not write /etc or the cgroup tree outside latch's own
+	// cgroup; the hardened unit makes them read-only.
+	if reply := checkCommandCgroup("86401"); strings.Contains(reply, "Read-only file system") {
+		t.Errorf("unhardened unit: %q", reply)
+	}
+
+	// Reload: SIGHUP, RELOADING=1, READY=1; the same process goes on.
+	pid := box.show("MainPID")
+	box.must(nil, nil, "systemctl", "reload", "latch.service")
+	if now := box.show("MainPID"); now != pid {
+		t.Errorf("reload: main PID %s → %s, want the same process", pid, now)
+	}
+
+	// Stop with a command running: SIGTERM to latch alone (KillMode=mixed),
+	// latch's grace, then latch ends the command and exits cleanly, before
+	// TimeoutStopSec would have systemd kill it.
+	tg.SendText(chat, owner, "!sleep 86402")
+	waitProcess(t, "sleep\x0086402\x00")
+	box.must(nil, nil, "systemctl", "stop", "latch.service")
+	box.wantService("ActiveState", "inactive")
+	box.wantService("Result", "success")
+	waitGone(t, "sleep\x0086402\x00")
+
+	// Started again, latch says what the stop interrupted.
+	box.must(nil, nil, "systemctl", "start", "latch.service")
+	waitSent(t, tg, owner.ID, "interrupted by a restart")
+	box.wantService("NRestarts", "0")
+
+	// Hardened: the same, with /etc and the cgroup tree but for latch's own
+	// cgroup read-only to the command.
+	box.must(nil, env, bin, "service", "install", "--system", "--user", "nobody", "--harden")
+	box.wantService("ActiveState", "active")
+	if out := box.must(asNobody, env, bin, "status"); !strings.Contains(out, "a cgroup per command") {
+		t.Fatalf("latch status under the hardened unit:\n%s\nwant commands in cgroups of their own (ReadWritePaths=)", out)
+	}
+	reply := checkCommandCgroup("86403")
+	for _, p := range []string{"/etc/latch-systemd-test", "/sys/fs/cgroup/system.slice/latch-systemd-test"} {
+		if !strings.Contains(reply, p+"': Read-only file system") && !strings.Contains(reply, p+"’: Read-only file system") {
+			t.Errorf("hardened unit: %q, want %s on a read-only file system", reply, p)
+		}
+	}
+}
+
+// testToken is the bot token the fake accepts; it is not a secret.
+const testToken = "7012345678:AAF-systemdTESTnotAsecret_x"
+
+// copyExecutable copies this test binary to path, mode 0755.
+func copyExecutable(t *testing.T, path string) {
+	t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(self)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitSent waits for the bot's message to chatID that contains each of
+// want and returns what the user sees of it.
+func waitSent(t *testing.T, tg *telegramtest.Server, chatID int64, want ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	m, err := tg.WaitSent(ctx, func(m telegramtest.Sent) bool {
+		if m.ChatID != chatID {
+			return false
+		}
+		for _, w := range want {
+			if !strings.Contains(m.Plain, w) {
+				return false
+			}
+		}
+		return true
+	})
+	if err != nil {
+		var got []string
+		for _, m := range tg.SentTo(chatID) {
+			got = append(got, m.Plain)
+		}
+		t.Fatalf("no message with %q: %v; sent: %q", want, err, got)
+	}
+	return m.Plain
+}
+
+// processes lists the PIDs whose command line holds cmdline.
+func processes(cmdline string) []int {
+	entries, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline"); err == nil && strings.Contains(string(b), cmdline) {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+func waitProcess(t *testing.T, cmdline string) {
+	t.Helper()
+	for end := time.Now().Add(30 * time.Second); len(processes(cmdline)) == 0; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("no process %q started", cmdline)
+		}
+	}
+}
+
+// waitGone fails the test when a process with cmdline is still there after
+// a few seconds, and kills it.
+func waitGone(t *testing.T, cmdline string) {
+	t.Helper()
+	for end := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		left := processes(cmdline)
+		if len(left) == 0 {
+			return
+		}
+		if time.Now().After(end) {
+			for _, pid := range left {
+				syscall.Kill(pid, syscall.SIGKILL)
+			}
+			t.Errorf("process %q outlived its command: %v", strings.ReplaceAll(cmdline, "\x00", " "), left)
+			return
+		}
+	}
+}
+
+// systemdBox is a systemd running as PID 1 of namespaces of its own, in a
+// cgroup made for it below the test's.
+type systemdBox struct {
+	t   *testing.T
+	pid int // systemd's, as this process sees it
+	log *lockedBuffer
+}
+
+// bootBox is the shell that becomes systemd: a mount namespace whose /run,
+// /var/log and /etc/systemd/system are its own, the cgroup namespace's
+// root mounted as the unified hierarchy, and every unit the boot would
+// pull in from the distribution masked, with its generators: booting must
+// not clean /tmp, apply sysctls or mount what fstab says on the machine
+// running the tests.
+const bootBox = `set -e
+mount --make-rprivate /
+mount -t cgroup2 cgroup2 /sys/fs/cgroup
+mount -t tmpfs -o mode=0755 tmpfs /run
+mount -t tmpfs -o mode=0755 tmpfs /var/log
+mount --bind "$BOX_ETC" /etc/systemd/system
+mkdir -p /run/systemd/system /run/systemd/system-generators
+for w in /lib/systemd/system/*.wants/* /usr/lib/systemd/system/*.wants/*; do
+	[ -e "$w" ] || [ -L "$w" ] || continue
+	u=${w##*/}
+	case $u in systemd-journald*) continue ;; esac
+	ln -sf /dev/null "/run/systemd/system/$u"
+done
+for g in /lib/systemd/system-generators/* /usr/lib/systemd/system-generators/*; do
+	[ -e "$g" ] && ln -sf /dev/null "/run/systemd/system-generators/${g##*/}"
+done
+printf '[Unit]\nDescription=latch test\nDefaultDependencies=no\n' >/run/systemd/system/latch-test.target
+exec env -i container=latch-test PATH=/usr/sbin:/usr/bin:/sbin:/bin "$BOX_SYSTEMD" --system --unit=latch-test.target --log-target=console
+`
+
+// bootSystemd boots a systemd for the test and stops it at the end. It
+// skips without root, systemd or cgroup v2, unless LATCH_REQUIRE_ROOT_TESTS
+// is set (CI runs as root with systemd installed).
+func bootSystemd(t *testing.T) *systemdBox {
+	t.Helper()
+	b := &systemdBox{t: t, log: &lockedBuffer{}}
+	if os.Geteuid() != 0 {
+		b.unavailable("not root")
+	}
+	systemd := ""
+	for _, p := range []string{"/lib/systemd/systemd", "/usr/lib/systemd/systemd"} {
+		if _, err := os.Stat(p); err == nil {
+			systemd = p
+			break
+		}
+	}
+	if systemd == "" {
+		b.unavailable("systemd is not installed")
+	}
+	for _, tool := range []string{"unshare", "nsenter", "systemctl"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			b.unavailable(tool + " is not installed")
+		}
+	}
+	cg, err := testCgroup()
+	if err != nil {
+		b.unavailable("no cgroup v2 for the box: " + err.Error())
+	}
+	t.Cleanup(func() { removeCgroup(t, cg) })
+	cgfd, err := syscall.Open(cg, syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Close(cgfd)
+	etc := t.TempDir()
+
+	cmd := exec.Command("unshare", "--pid", "--fork", "--kill-child", "--mount", "--cgroup", "--uts", "--mount-proc", "sh", "-c", bootBox)
+	cmd.Env = []string{"BOX_ETC=" + etc, "BOX_SYSTEMD=" + systemd, "PATH=/usr/sbin:/usr/bin:/sbin:/bin"}
+	cmd.Stdout, cmd.Stderr = b.log, b.log
+	cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: cgfd}
+	if err := cmd.Start(); err != nil {
+		b.unavailable("unshare: " + err.Error())
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("journal of the box:\n%s", b.run(nil, nil, "journalctl", "--no-pager", "-n", "60"))
+			t.Logf("systemd's console:\n%s", b.log.String())
+		}
+		// Stopped by systemd, the service's private /tmp and /var/tmp
+		// go too. Killing the cgroup then ends systemd, and with it its
+		// PID namespace.
+		b.run(nil, nil, "systemctl", "stop", "latch.service")
+		os.WriteFile(filepath.Join(cg, "cgroup.kill"), []byte("1"), 0)
+		cmd.Wait()
+	})
+	for end := time.Now().Add(10 * time.Second); b.pid == 0; time.Sleep(10 * time.Millisecond) {
+		kids, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", cmd.Process.Pid, cmd.Process.Pid))
+		b.pid, _ = strconv.Atoi(strings.TrimSpace(string(kids)))
+		if time.Now().After(end) {
+			t.Fatalf("unshare started no child:\n%s", b.log.String())
+		}
+	}
+	for end := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		state := strings.TrimSpace(b.run(nil, nil, "systemctl", "is-system-running"))
+		if state == "running" || state == "degraded" {
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatalf("systemd did not come up (%q):\n%s", state, b.log.String())
+		}
+	}
+	return b
+}
+
+func (b *systemdBox) unavailable(why string) {
+	b.t.Helper()
+	if os.Getenv("LATCH_REQUIRE_ROOT_TESTS") != "" {
+		b.t.Fatal("no systemd for the test: " + why + "; LATCH_REQUIRE_ROOT_TESTS is set")
+	}
+	b.t.Skip("no systemd for the test: " + why)
+}
+
+// run runs args in the box's namespaces, as cred (nil: root), with env
+// (nil: just PATH), and returns its output, errors included.
+func (b *systemdBox) run(cred *syscall.Credential, env []string, args ...string) string {
+	out, _ := b.exec(cred, env, args...)
+	return out
+}
+
+// must is run, failing the test when the command fails.
+func (b *systemdBox) must(cred *syscall.Credential, env []string, args ...string) string {
+	b.t.Helper()
+	out, err := b.exec(cred, env, args...)
+	if err != nil {
+		b.t.Fatalf("%s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return out
+}
+
+func (b *systemdBox) exec(cred *syscall.Credential, env []string, args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "nsenter", append([]string{"-t", strconv.Itoa(b.pid), "-a", "--"}, args...)...)
+	cmd.Env = env
+	if env == nil {
+		cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}
+	}
+	if cred != nil {
+		// nsenter needs root to enter; the command then runs as cred.
+		cmd.Args = append([]string{"nsenter", "-t", strconv.Itoa(b.pid), "-a",
+			"-S", strconv.Itoa(int(cred.Uid)), "-G", strconv.Itoa(int(cred.Gid)), "--"}, args...)
+	}
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	return out.String(), err
+}
+
+// show is a property of latch.service.
+func (b *systemdBox) show(prop string) string {
+	b.t.Helper()
+	return strings.TrimSpace(b.must(nil, nil, "systemctl", "show", "-P", prop, "latch.service"))
+}
+
+func (b *systemdBox) wantService(prop, want string) {
+	b.t.Helper()
+	if got := b.show(prop); got != want {
+		b.t.Fatalf("latch.service %s=%s, want %s\n%s", prop, got, want,
+			b.run(nil, nil, "systemctl", "status", "--no-pager", "-n", "30", "latch.service"))
+	}
+}
+
+// testCgroup makes a cgroup below the test's own in the unified hierarchy.
+func testCgroup() (string, error) {
+	self, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return "", err
+	}
+	own := ""
+	for line := range strings.SplitSeq(string(self), "\n") {
+		if p, ok := strings.CutPrefix(line, "0::"); ok {
+			own = p
+		}
+	}
+	mounts, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return "", err
+	}
+	for line := range strings.SplitSeq(string(mounts), "\n") {
+		pre, post, ok := strings.Cut(line, " - ")
+		f := strings.Fields(pre)
+		if !ok || len(f) < 5 || !strings.HasPrefix(post, "cgroup2 ") {
+			continue
+		}
+		rel, err := filepath.Rel(f[3], own)
+		if err != nil || strings.HasPrefix(rel, "..") {
+			continue
+		}
+		dir := filepath.Join(f[4], rel, fmt.Sprintf("latch-systemd-test-%d", os.Getpid()))
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(dir, "cgroup.kill")); err != nil {
+			os.Remove(dir)
+			continue
+		}
+		return dir, nil
+	}
+	return "", fmt.Errorf("no writable cgroup2 mount holds %s", own)
+}
+
+// removeCgroup kills what is left in cg and removes its tree.
+func removeCgroup(t *testing.T, cg string) {
+	os.WriteFile(filepath.Join(cg, "cgroup.kill"), []byte("1"), 0)
+	for end := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		var dirs []string
+		filepath.WalkDir(cg, func(p string, d os.DirEntry, err error) error {
+			if err == nil && d.IsDir() {
+				dirs = append(dirs, p)
+			}
+			return nil
+		})
+		for i := len(dirs) - 1; i >= 0; i-- {
+			os.Remove(dirs[i])
+		}
+		if _, err := os.Stat(cg); os.IsNotExist(err) {
+			return
+		}
+		if time.Now().After(end) {
+			t.Errorf("cgroup %s not removed", cg)
+			return
+		}
+	}
+}
+
+// lockedBuffer is a bytes.Buffer safe for the writes of a child's stdout
+// and stderr.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
