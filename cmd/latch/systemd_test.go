@@ -39,7 +39,8 @@ func TestMain(m *testing.M) {
 // unprivileged service a cgroup it may split (a command that escapes its
 // session is still killed), reload without a restart, a stop that lets
 // latch end a running command within TimeoutStopSec, and the same under
-// --harden (ProtectSystem=full, the narrowed ReadWritePaths=).
+// --harden (ProtectSystem=full, ProtectControlGroups= and the
+// ReadWritePaths= that opens latch's own cgroup again).
 func TestServiceUnderRealSystemd(t *testing.T) {
 	box := bootSystemd(t)
 	nobody, err := user.Lookup("nobody")
@@ -48,9 +49,111 @@ func TestServiceUnderRealSystemd(t *testing.T) {
 	}
 	uid, _ := strconv.Atoi(nobody.Uid)
 	gid, _ := strconv.Atoi(nobody.Gid)
-	asNobody := &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
+	r := newServiceRig(t, box, &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, "")
+	const cg = "/system.slice/latch.service"
+	probe := "/sys/fs/cgroup/system.slice/latch-systemd-test"
 
-	// Not below /tmp: the hardened unit's PrivateTmp= would hide it.
+	// Type=notify: enable --now returns once latch said READY=1.
+	r.install("--system", "--user", "nobody")
+	box.wantService(nil, "ActiveState", "active")
+	if s := box.show(nil, "StatusText"); !strings.Contains(s, "not paired") {
+		t.Errorf("status line %q, want latch's own (telegram: not paired)", s)
+	}
+	r.pair()
+	// nobody may not write /etc or the cgroup tree outside latch's own
+	// cgroup; the hardened unit makes them read-only.
+	if reply := r.command("86401", cg, "/etc/latch-systemd-test", probe); strings.Contains(reply, "Read-only file system") {
+		t.Errorf("unhardened unit: %q", reply)
+	}
+
+	// Reload: SIGHUP, RELOADING=1, READY=1; the same process goes on.
+	pid := box.show(nil, "MainPID")
+	box.must(nil, nil, "systemctl", "reload", "latch.service")
+	if now := box.show(nil, "MainPID"); now != pid {
+		t.Errorf("reload: main PID %s → %s, want the same process", pid, now)
+	}
+
+	// Stop with a command running: SIGTERM to latch alone (KillMode=mixed),
+	// latch's grace, then latch ends the command and exits cleanly, before
+	// TimeoutStopSec would have systemd kill it.
+	r.tg.SendText(r.chat, r.owner, "!sleep 86402")
+	waitProcess(t, "sleep\x0086402\x00")
+	box.must(nil, nil, "systemctl", "stop", "latch.service")
+	box.wantService(nil, "ActiveState", "inactive")
+	box.wantService(nil, "Result", "success")
+	waitGone(t, "sleep\x0086402\x00")
+
+	// Started again, latch says what the stop interrupted.
+	box.must(nil, nil, "systemctl", "start", "latch.service")
+	waitSent(t, r.tg, r.owner.ID, "interrupted by a restart")
+	box.wantService(nil, "NRestarts", "0")
+
+	// Hardened: the same, with /etc and the cgroup tree but for latch's own
+	// cgroup read-only to the command.
+	r.install("--system", "--user", "nobody", "--harden")
+	box.wantService(nil, "ActiveState", "active")
+	wantReadOnly(t, r.command("86403", cg, "/etc/latch-systemd-test", probe), "/etc/latch-systemd-test", probe)
+}
+
+// TestUserServiceUnderRealSystemd does the same for the unit most people
+// install, a user service (`latch service install`), run by a user
+// manager that a real systemd starts for a user who exists only inside
+// the box: the user manager delegates latch's cgroup too, and in a user
+// service a command could otherwise write anywhere in the user's own
+// cgroup tree, which the hardened unit (PrivateUsers= with
+// ProtectControlGroups=) makes read-only but for latch's own cgroup.
+func TestUserServiceUnderRealSystemd(t *testing.T) {
+	dir := serviceDir(t)
+	u := boxUser{name: "latchtest", uid: 64999, home: filepath.Join(dir, "user")}
+	box := bootSystemd(t, u)
+	if err := os.Mkdir(u.home, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(u.home, u.uid, u.uid); err != nil {
+		t.Fatal(err)
+	}
+	box.must(nil, nil, "systemctl", "start", "dbus.socket", "systemd-logind.service")
+	box.must(nil, nil, "systemctl", "start", fmt.Sprintf("user@%d.service", u.uid))
+	r := newServiceRig(t, box, &syscall.Credential{Uid: uint32(u.uid), Gid: uint32(u.uid)}, dir)
+	r.env = append(r.env, "HOME="+u.home, fmt.Sprintf("XDG_RUNTIME_DIR=/run/user/%d", u.uid))
+	r.root = false
+	cg := fmt.Sprintf("/user.slice/user-%[1]d.slice/user@%[1]d.service/app.slice", u.uid)
+	probe := "/sys/fs/cgroup" + cg + "/latch-systemd-test"
+
+	r.install()
+	box.wantService(r.as, "ActiveState", "active")
+	r.pair()
+	// Without hardening the user may make cgroups beside latch's: the gap
+	// the hardened unit closes.
+	if reply := r.command("86404", cg+"/latch.service", probe); strings.Contains(reply, "Read-only file system") {
+		t.Errorf("unhardened user unit: %q", reply)
+	}
+	box.must(nil, nil, "rmdir", probe)
+
+	r.install("--harden")
+	box.wantService(r.as, "ActiveState", "active")
+	wantReadOnly(t, r.command("86405", cg+"/latch.service", probe), probe)
+}
+
+// serviceRig is latch set up for a service in a box: a copy of this test
+// binary as latch, a home owned by the user it runs as, and the fake Bot
+// API it talks to.
+type serviceRig struct {
+	t     *testing.T
+	box   *systemdBox
+	bin   string
+	as    *syscall.Credential // the user latch runs as
+	env   []string            // for every latch command
+	root  bool                // the service is the system manager's
+	tg    *telegramtest.Server
+	owner telegramtest.User
+	chat  telegramtest.Chat
+}
+
+// serviceDir makes a directory for latch's binary and homes, not below
+// /tmp: the hardened unit's PrivateTmp= would hide it.
+func serviceDir(t *testing.T) string {
+	t.Helper()
 	dir, err := os.MkdirTemp("/var/lib", "latch-systemd-test-")
 	if err != nil {
 		t.Fatal(err)
@@ -59,96 +162,94 @@ func TestServiceUnderRealSystemd(t *testing.T) {
 	if err := os.Chmod(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	bin := filepath.Join(dir, "latch")
-	copyExecutable(t, bin)
+	return dir
+}
+
+// newServiceRig sets latch up in dir (a new serviceDir when empty) with
+// LATCH_HOME in it, runs latch init as the user and configures Telegram.
+func newServiceRig(t *testing.T, box *systemdBox, as *syscall.Credential, dir string) *serviceRig {
+	t.Helper()
+	if dir == "" {
+		dir = serviceDir(t)
+	}
+	r := &serviceRig{t: t, box: box, as: as, root: true, bin: filepath.Join(dir, "latch"),
+		owner: telegramtest.User{ID: 4242, FirstName: "Owner"}}
+	r.chat = telegramtest.Private(r.owner)
+	copyExecutable(t, r.bin)
 	home := filepath.Join(dir, "home")
 	if err := os.Mkdir(home, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Chown(home, uid, gid); err != nil {
+	if err := os.Chown(home, int(as.Uid), int(as.Gid)); err != nil {
 		t.Fatal(err)
 	}
-
-	tg := telegramtest.New(testToken)
-	t.Cleanup(tg.Close)
-	owner := telegramtest.User{ID: 4242, FirstName: "Owner"}
-	chat := telegramtest.Private(owner)
-	env := []string{"LATCH_HOME=" + home, "PATH=/usr/sbin:/usr/bin:/sbin:/bin"}
-
-	box.must(asNobody, env, bin, "init")
-	cfg := fmt.Sprintf("[telegram]\ntoken = %q\napi_url = %q\n", testToken, tg.URL())
+	r.tg = telegramtest.New(testToken)
+	t.Cleanup(r.tg.Close)
+	r.env = []string{"LATCH_HOME=" + home, "PATH=/usr/sbin:/usr/bin:/sbin:/bin"}
+	box.must(as, r.env, r.bin, "init")
+	cfg := fmt.Sprintf("[telegram]\ntoken = %q\napi_url = %q\n", testToken, r.tg.URL())
 	if err := os.WriteFile(filepath.Join(home, "config.toml"), []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Chown(filepath.Join(home, "config.toml"), uid, gid); err != nil {
+	if err := os.Chown(filepath.Join(home, "config.toml"), int(as.Uid), int(as.Gid)); err != nil {
 		t.Fatal(err)
 	}
+	return r
+}
 
-	// Type=notify: enable --now returns once latch said READY=1.
-	box.must(nil, env, bin, "service", "install", "--system", "--user", "nobody")
-	box.wantService("ActiveState", "active")
-	if s := box.show("StatusText"); !strings.Contains(s, "not paired") {
-		t.Errorf("status line %q, want latch's own (telegram: not paired)", s)
+// install runs latch service install: as root for a system unit, as the
+// user for theirs. latch status must then say commands get cgroups.
+func (r *serviceRig) install(args ...string) {
+	r.t.Helper()
+	var as *syscall.Credential
+	if !r.root {
+		as = r.as
 	}
-	if out := box.must(asNobody, env, bin, "status"); !strings.Contains(out, "a cgroup per command") {
-		t.Fatalf("latch status under systemd:\n%s\nwant commands in cgroups of their own (Delegate=yes)", out)
+	r.box.must(as, r.env, append([]string{r.bin, "service", "install"}, args...)...)
+	if out := r.box.must(r.as, r.env, r.bin, "status"); !strings.Contains(out, "a cgroup per command") {
+		r.t.Fatalf("latch status after service install %s:\n%s\nwant commands in cgroups of their own", strings.Join(args, " "), out)
 	}
+}
 
+// pair mints a code with latch pair and sends it from the owner's chat.
+func (r *serviceRig) pair() {
+	r.t.Helper()
 	var pair struct{ Code string }
-	if err := json.Unmarshal([]byte(box.must(asNobody, env, bin, "pair", "telegram", "--json")), &pair); err != nil || pair.Code == "" {
-		t.Fatalf("pair --json: %v", err)
+	if err := json.Unmarshal([]byte(r.box.must(r.as, r.env, r.bin, "pair", "telegram", "--json")), &pair); err != nil || pair.Code == "" {
+		r.t.Fatalf("pair --json: %v", err)
 	}
-	tg.SendText(chat, owner, "/pair "+pair.Code)
-	waitSent(t, tg, owner.ID, "Paired")
+	r.tg.SendText(r.chat, r.owner, "/pair "+pair.Code)
+	waitSent(r.t, r.tg, r.owner.ID, "Paired")
+}
 
-	// A process that leaves the command's session is killed with it.
-	checkCommandCgroup := func(marker string) string {
-		t.Helper()
-		tg.SendText(chat, owner, "!(setsid sleep "+marker+" </dev/null >/dev/null 2>&1 &); grep '^0::' /proc/self/cgroup; touch /etc/latch-systemd-test; mkdir /sys/fs/cgroup/system.slice/latch-systemd-test; echo done-"+marker)
-		reply := waitSent(t, tg, owner.ID, "done-"+marker, "[exit ")
-		if !strings.Contains(reply, "0::/system.slice/latch.service/latch-") || !strings.Contains(reply, "/cmd-") {
-			t.Errorf("the command ran in %q, want a cgroup of its own below latch.service's", reply)
+// command runs a chat command that starts a process outside its session
+// (killed with the command all the same), tells its cgroup (which must be
+// a cgroup of its own below the service's, serviceCgroup) and tries to
+// make each of files; it returns the reply.
+func (r *serviceRig) command(marker, serviceCgroup string, files ...string) string {
+	r.t.Helper()
+	cmd := "!(setsid sleep " + marker + " </dev/null >/dev/null 2>&1 &); grep '^0::' /proc/self/cgroup"
+	for _, f := range files {
+		if strings.HasPrefix(f, "/sys/") {
+			cmd += "; mkdir " + f
+		} else {
+			cmd += "; touch " + f
 		}
-		waitGone(t, "sleep\x00"+marker+"\x00")
-		return reply
 	}
-	// nobody may not write /etc or the cgroup tree outside latch's own
-	// cgroup; the hardened unit makes them read-only.
-	if reply := checkCommandCgroup("86401"); strings.Contains(reply, "Read-only file system") {
-		t.Errorf("unhardened unit: %q", reply)
+	r.tg.SendText(r.chat, r.owner, cmd+"; echo done-"+marker)
+	reply := waitSent(r.t, r.tg, r.owner.ID, "done-"+marker, "[exit ")
+	if !strings.Contains(reply, "0::"+serviceCgroup+"/latch-") || !strings.Contains(reply, "/cmd-") {
+		r.t.Errorf("the command ran in %q, want a cgroup of its own below %s", reply, serviceCgroup)
 	}
+	waitGone(r.t, "sleep\x00"+marker+"\x00")
+	return reply
+}
 
-	// Reload: SIGHUP, RELOADING=1, READY=1; the same process goes on.
-	pid := box.show("MainPID")
-	box.must(nil, nil, "systemctl", "reload", "latch.service")
-	if now := box.show("MainPID"); now != pid {
-		t.Errorf("reload: main PID %s → %s, want the same process", pid, now)
-	}
-
-	// Stop with a command running: SIGTERM to latch alone (KillMode=mixed),
-	// latch's grace, then latch ends the command and exits cleanly, before
-	// TimeoutStopSec would have systemd kill it.
-	tg.SendText(chat, owner, "!sleep 86402")
-	waitProcess(t, "sleep\x0086402\x00")
-	box.must(nil, nil, "systemctl", "stop", "latch.service")
-	box.wantService("ActiveState", "inactive")
-	box.wantService("Result", "success")
-	waitGone(t, "sleep\x0086402\x00")
-
-	// Started again, latch says what the stop interrupted.
-	box.must(nil, nil, "systemctl", "start", "latch.service")
-	waitSent(t, tg, owner.ID, "interrupted by a restart")
-	box.wantService("NRestarts", "0")
-
-	// Hardened: the same, with /etc and the cgroup tree but for latch's own
-	// cgroup read-only to the command.
-	box.must(nil, env, bin, "service", "install", "--system", "--user", "nobody", "--harden")
-	box.wantService("ActiveState", "active")
-	if out := box.must(asNobody, env, bin, "status"); !strings.Contains(out, "a cgroup per command") {
-		t.Fatalf("latch status under the hardened unit:\n%s\nwant commands in cgroups of their own (ReadWritePaths=)", out)
-	}
-	reply := checkCommandCgroup("86403")
-	for _, p := range []string{"/etc/latch-systemd-test", "/sys/fs/cgroup/system.slice/latch-systemd-test"} {
+// wantReadOnly fails unless reply says each of paths is on a read-only
+// file system (touch quotes it with ', mkdir with ’).
+func wantReadOnly(t *testing.T, reply string, paths ...string) {
+	t.Helper()
+	for _, p := range paths {
 		if !strings.Contains(reply, p+"': Read-only file system") && !strings.Contains(reply, p+"’: Read-only file system") {
 			t.Errorf("hardened unit: %q, want %s on a read-only file system", reply, p)
 		}
@@ -254,7 +355,8 @@ type systemdBox struct {
 }
 
 // bootBox is the shell that becomes systemd: a mount namespace whose /run,
-// /var/log and /etc/systemd/system are its own, the cgroup namespace's
+// /var/log and /etc/systemd/system (and, for a user of the test's own,
+// /etc/passwd and /etc/group) are its own, the cgroup namespace's
 // root mounted as the unified hierarchy, and every unit the boot would
 // pull in from the distribution masked, with its generators: booting must
 // not clean /tmp, apply sysctls or mount what fstab says on the machine
@@ -265,11 +367,19 @@ mount -t cgroup2 cgroup2 /sys/fs/cgroup
 mount -t tmpfs -o mode=0755 tmpfs /run
 mount -t tmpfs -o mode=0755 tmpfs /var/log
 mount --bind "$BOX_ETC" /etc/systemd/system
+if [ -n "$BOX_ACCOUNTS" ]; then
+	for f in passwd group shadow; do
+		mount --bind "$BOX_ACCOUNTS/$f" /etc/$f
+	done
+fi
 mkdir -p /run/systemd/system /run/systemd/system-generators
 for w in /lib/systemd/system/*.wants/* /usr/lib/systemd/system/*.wants/*; do
 	[ -e "$w" ] || [ -L "$w" ] || continue
 	u=${w##*/}
 	case $u in systemd-journald*) continue ;; esac
+	for k in $BOX_KEEP; do
+		[ "$u" = "$k" ] && continue 2
+	done
 	ln -sf /dev/null "/run/systemd/system/$u"
 done
 for g in /lib/systemd/system-generators/* /usr/lib/systemd/system-generators/*; do
@@ -279,10 +389,20 @@ printf '[Unit]\nDescription=latch test\nDefaultDependencies=no\n' >/run/systemd/
 exec env -i container=latch-test PATH=/usr/sbin:/usr/bin:/sbin:/bin "$BOX_SYSTEMD" --system --unit=latch-test.target --log-target=console
 `
 
-// bootSystemd boots a systemd for the test and stops it at the end. It
-// skips without root, systemd or cgroup v2, unless LATCH_REQUIRE_ROOT_TESTS
-// is set (CI runs as root with systemd installed).
-func bootSystemd(t *testing.T) *systemdBox {
+// boxUser is an account that exists only inside the box, with the units
+// a user manager needs left unmasked.
+type boxUser struct {
+	name string
+	uid  int
+	home string
+}
+
+// bootSystemd boots a systemd for the test and stops it at the end; with
+// users, they exist inside it and it runs D-Bus and logind, so that it can
+// start their user managers. It skips without root, systemd or cgroup v2,
+// unless LATCH_REQUIRE_ROOT_TESTS is set (CI runs as root with systemd
+// installed).
+func bootSystemd(t *testing.T, users ...boxUser) *systemdBox {
 	t.Helper()
 	b := &systemdBox{t: t, log: &lockedBuffer{}}
 	if os.Geteuid() != 0 {
@@ -317,6 +437,10 @@ func bootSystemd(t *testing.T) *systemdBox {
 
 	cmd := exec.Command("unshare", "--pid", "--fork", "--kill-child", "--mount", "--cgroup", "--uts", "--mount-proc", "sh", "-c", bootBox)
 	cmd.Env = []string{"BOX_ETC=" + etc, "BOX_SYSTEMD=" + systemd, "PATH=/usr/sbin:/usr/bin:/sbin:/bin"}
+	if len(users) > 0 {
+		cmd.Env = append(cmd.Env, "BOX_ACCOUNTS="+boxAccounts(t, users),
+			"BOX_KEEP=dbus.socket dbus.service systemd-logind.service systemd-user-sessions.service")
+	}
 	cmd.Stdout, cmd.Stderr = b.log, b.log
 	cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: cgfd}
 	if err := cmd.Start(); err != nil {
@@ -324,13 +448,13 @@ func bootSystemd(t *testing.T) *systemdBox {
 	}
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("journal of the box:\n%s", b.run(nil, nil, "journalctl", "--no-pager", "-n", "60"))
+			t.Logf("journal of the box:\n%s", b.run(nil, nil, "journalctl", "--no-pager", "-n", "60", "_TRANSPORT=stdout", "+", "_TRANSPORT=journal", "+", "_TRANSPORT=syslog"))
 			t.Logf("systemd's console:\n%s", b.log.String())
 		}
-		// Stopped by systemd, the service's private /tmp and /var/tmp
+		// Stopped by systemd, the services' private /tmp and /var/tmp
 		// go too. Killing the cgroup then ends systemd, and with it its
 		// PID namespace.
-		b.run(nil, nil, "systemctl", "stop", "latch.service")
+		b.run(nil, nil, "systemctl", "stop", "latch.service", "user.slice", "systemd-logind.service", "dbus.service")
 		os.WriteFile(filepath.Join(cg, "cgroup.kill"), []byte("1"), 0)
 		cmd.Wait()
 	})
@@ -351,6 +475,44 @@ func bootSystemd(t *testing.T) *systemdBox {
 		}
 	}
 	return b
+}
+
+// boxAccounts writes copies of /etc/passwd, /etc/group and /etc/shadow
+// (which PAM's account check reads) with users added, for the box to mount
+// over the machine's; it returns the directory holding them.
+func boxAccounts(t *testing.T, users []boxUser) string {
+	t.Helper()
+	dir := t.TempDir()
+	for _, f := range []struct{ name, line string }{
+		{"passwd", "%[1]s:x:%[2]d:%[2]d:latch test:%[3]s:/bin/sh\n"},
+		{"group", "%[1]s:x:%[2]d:\n"},
+		{"shadow", "%[1]s:*:19000:0:99999:7:::\n"},
+	} {
+		path := "/etc/" + f.name
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fi, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, u := range users {
+			b = fmt.Appendf(b, f.line, u.name, u.uid, u.home)
+		}
+		copy := filepath.Join(dir, f.name)
+		if err := os.WriteFile(copy, b, fi.Mode().Perm()); err != nil {
+			t.Fatal(err)
+		}
+		st := fi.Sys().(*syscall.Stat_t)
+		if err := os.Chown(copy, int(st.Uid), int(st.Gid)); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(copy, fi.Mode().Perm()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
 }
 
 func (b *systemdBox) unavailable(why string) {
@@ -397,17 +559,36 @@ func (b *systemdBox) exec(cred *syscall.Credential, env []string, args ...string
 	return out.String(), err
 }
 
-// show is a property of latch.service.
-func (b *systemdBox) show(prop string) string {
+// show is a property of latch.service: the system manager's when as is
+// nil, else the user manager's of as.
+func (b *systemdBox) show(as *syscall.Credential, prop string) string {
 	b.t.Helper()
-	return strings.TrimSpace(b.must(nil, nil, "systemctl", "show", "-P", prop, "latch.service"))
+	args := []string{"systemctl", "show", "-P", prop, "latch.service"}
+	cred, env := b.manager(as)
+	if cred != nil {
+		args = append([]string{"systemctl", "--user"}, args[1:]...)
+	}
+	return strings.TrimSpace(b.must(cred, env, args...))
 }
 
-func (b *systemdBox) wantService(prop, want string) {
+// manager is who asks the service manager as stands for (nil: the
+// system's), with the environment systemctl --user needs.
+func (b *systemdBox) manager(as *syscall.Credential) (*syscall.Credential, []string) {
+	if as == nil {
+		return nil, nil
+	}
+	return as, []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", fmt.Sprintf("XDG_RUNTIME_DIR=/run/user/%d", as.Uid)}
+}
+
+func (b *systemdBox) wantService(as *syscall.Credential, prop, want string) {
 	b.t.Helper()
-	if got := b.show(prop); got != want {
-		b.t.Fatalf("latch.service %s=%s, want %s\n%s", prop, got, want,
-			b.run(nil, nil, "systemctl", "status", "--no-pager", "-n", "30", "latch.service"))
+	if got := b.show(as, prop); got != want {
+		cred, env := b.manager(as)
+		args := []string{"systemctl", "status", "--no-pager", "-n", "30", "latch.service"}
+		if cred != nil {
+			args = append([]string{"systemctl", "--user"}, args[1:]...)
+		}
+		b.t.Fatalf("latch.service %s=%s, want %s\n%s", prop, got, want, b.run(cred, env, args...))
 	}
 }
 
