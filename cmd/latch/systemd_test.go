@@ -42,6 +42,7 @@ func TestMain(m *testing.M) {
 // --harden (ProtectSystem=full, ProtectControlGroups= and the
 // ReadWritePaths= that opens latch's own cgroup again).
 func TestServiceUnderRealSystemd(t *testing.T) {
+	dir := serviceDir(t) // removed once the box is gone
 	box := bootSystemd(t)
 	nobody, err := user.Lookup("nobody")
 	if err != nil {
@@ -49,7 +50,7 @@ func TestServiceUnderRealSystemd(t *testing.T) {
 	}
 	uid, _ := strconv.Atoi(nobody.Uid)
 	gid, _ := strconv.Atoi(nobody.Gid)
-	r := newServiceRig(t, box, &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, "")
+	r := newServiceRig(t, box, &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, dir)
 	const cg = "/system.slice/latch.service"
 	probe := "/sys/fs/cgroup/system.slice/latch-systemd-test"
 
@@ -103,7 +104,7 @@ func TestServiceUnderRealSystemd(t *testing.T) {
 // cgroup tree, which the hardened unit (PrivateUsers= with
 // ProtectControlGroups=) makes read-only but for latch's own cgroup.
 func TestUserServiceUnderRealSystemd(t *testing.T) {
-	dir := serviceDir(t)
+	dir := serviceDir(t) // removed once the box is gone
 	u := boxUser{name: "latchtest", uid: 64999, home: filepath.Join(dir, "user")}
 	box := bootSystemd(t, u)
 	if err := os.Mkdir(u.home, 0o700); err != nil {
@@ -165,13 +166,10 @@ func serviceDir(t *testing.T) string {
 	return dir
 }
 
-// newServiceRig sets latch up in dir (a new serviceDir when empty) with
-// LATCH_HOME in it, runs latch init as the user and configures Telegram.
+// newServiceRig sets latch up in dir, a serviceDir, with LATCH_HOME in
+// it, runs latch init as the user and configures Telegram.
 func newServiceRig(t *testing.T, box *systemdBox, as *syscall.Credential, dir string) *serviceRig {
 	t.Helper()
-	if dir == "" {
-		dir = serviceDir(t)
-	}
 	r := &serviceRig{t: t, box: box, as: as, root: true, bin: filepath.Join(dir, "latch"),
 		owner: telegramtest.User{ID: 4242, FirstName: "Owner"}}
 	r.chat = telegramtest.Private(r.owner)
