@@ -38,7 +38,8 @@ func TestMain(m *testing.M) {
 // can show: Type=notify readiness and status line, Delegate=yes giving the
 // unprivileged service a cgroup it may split (a command that escapes its
 // session is still killed), reload without a restart, a stop that lets
-// latch end a running command within TimeoutStopSec, and the same under
+// latch end a running command within TimeoutStopSec, watchdog pings, and
+// the same under
 // --harden (ProtectSystem=full, ProtectControlGroups= and the
 // ReadWritePaths= that opens latch's own cgroup again).
 func TestServiceUnderRealSystemd(t *testing.T) {
@@ -84,10 +85,30 @@ func TestServiceUnderRealSystemd(t *testing.T) {
 	box.wantService(nil, "Result", "success")
 	waitGone(t, "sleep\x0086402\x00")
 
-	// Started again, latch says what the stop interrupted.
+	// Started again, latch says what the stop interrupted. A drop-in
+	// shortens the watchdog to 2 s: latch must ping it (every second, half
+	// of it) for the 5 s that follow, or systemd kills and restarts it.
+	dropIn := filepath.Join(box.etc, "latch.service.d")
+	if err := os.MkdirAll(dropIn, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dropIn, "watchdog.conf"), []byte("[Service]\nWatchdogSec=2\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	box.must(nil, nil, "systemctl", "daemon-reload")
 	box.must(nil, nil, "systemctl", "start", "latch.service")
 	waitSent(t, r.tg, r.owner.ID, "interrupted by a restart")
+	pid = box.show(nil, "MainPID")
+	time.Sleep(5 * time.Second)
+	box.wantService(nil, "ActiveState", "active")
 	box.wantService(nil, "NRestarts", "0")
+	box.wantService(nil, "MainPID", pid)
+	if ts := box.show(nil, "WatchdogTimestampMonotonic"); ts == "" || ts == "0" {
+		t.Errorf("WatchdogTimestampMonotonic=%q: latch never pinged the watchdog", ts)
+	}
+	if err := os.RemoveAll(dropIn); err != nil {
+		t.Fatal(err)
+	}
 
 	// Hardened: the same, with /etc and the cgroup tree but for latch's own
 	// cgroup read-only to the command.
@@ -348,7 +369,8 @@ func waitGone(t *testing.T, cmdline string) {
 // cgroup made for it below the test's.
 type systemdBox struct {
 	t   *testing.T
-	pid int // systemd's, as this process sees it
+	pid int    // systemd's, as this process sees it
+	etc string // the box's /etc/systemd/system
 	log *lockedBuffer
 }
 
@@ -431,10 +453,10 @@ func bootSystemd(t *testing.T, users ...boxUser) *systemdBox {
 		t.Fatal(err)
 	}
 	defer syscall.Close(cgfd)
-	etc := t.TempDir()
+	b.etc = t.TempDir()
 
 	cmd := exec.Command("unshare", "--pid", "--fork", "--kill-child", "--mount", "--cgroup", "--uts", "--mount-proc", "sh", "-c", bootBox)
-	cmd.Env = []string{"BOX_ETC=" + etc, "BOX_SYSTEMD=" + systemd, "PATH=/usr/sbin:/usr/bin:/sbin:/bin"}
+	cmd.Env = []string{"BOX_ETC=" + b.etc, "BOX_SYSTEMD=" + systemd, "PATH=/usr/sbin:/usr/bin:/sbin:/bin"}
 	if len(users) > 0 {
 		cmd.Env = append(cmd.Env, "BOX_ACCOUNTS="+boxAccounts(t, users),
 			"BOX_KEEP=dbus.socket dbus.service systemd-logind.service systemd-user-sessions.service")
