@@ -118,12 +118,14 @@ func TestServiceUnderRealSystemd(t *testing.T) {
 }
 
 // TestUserServiceUnderRealSystemd does the same for the unit most people
-// install, a user service (`latch service install`), run by a user
-// manager that a real systemd starts for a user who exists only inside
-// the box: the user manager delegates latch's cgroup too, and in a user
-// service a command could otherwise write anywhere in the user's own
-// cgroup tree, which the hardened unit (PrivateUsers= with
-// ProtectControlGroups=) makes read-only but for latch's own cgroup.
+// install, a user service (`latch service install`), run by the user
+// manager that logind starts for the login session (su -l, through PAM) of
+// a user who exists only inside the box: install and latch doctor tell
+// whether that manager outlives the login (lingering, as logind says), the
+// user manager delegates latch's cgroup too, and in a user service a
+// command could otherwise write anywhere in the user's own cgroup tree,
+// which the hardened unit (PrivateUsers= with ProtectControlGroups=) makes
+// read-only but for latch's own cgroup.
 func TestUserServiceUnderRealSystemd(t *testing.T) {
 	dir := serviceDir(t) // removed once the box is gone
 	u := boxUser{name: "latchtest", uid: 64999, home: filepath.Join(dir, "user")}
@@ -135,15 +137,27 @@ func TestUserServiceUnderRealSystemd(t *testing.T) {
 		t.Fatal(err)
 	}
 	box.must(nil, nil, "systemctl", "start", "dbus.socket", "systemd-logind.service")
-	box.must(nil, nil, "systemctl", "start", fmt.Sprintf("user@%d.service", u.uid))
+	box.login(u)
 	r := newServiceRig(t, box, &syscall.Credential{Uid: uint32(u.uid), Gid: uint32(u.uid)}, dir)
 	r.env = append(r.env, "HOME="+u.home, fmt.Sprintf("XDG_RUNTIME_DIR=/run/user/%d", u.uid))
 	r.root = false
 	cg := fmt.Sprintf("/user.slice/user-%[1]d.slice/user@%[1]d.service/app.slice", u.uid)
 	probe := "/sys/fs/cgroup" + cg + "/latch-systemd-test"
 
-	r.install()
+	// Install and latch doctor ask the real logind whether the user
+	// manager outlives the login.
+	hint := "loginctl enable-linger " + u.name
+	if out := r.install(); !strings.Contains(out, hint) {
+		t.Errorf("service install without lingering:\n%s\nwant the hint %q", out, hint)
+	}
 	box.wantService(r.as, "ActiveState", "active")
+	if out := box.must(r.as, r.env, r.bin, "doctor"); !strings.Contains(out, hint) {
+		t.Errorf("latch doctor without lingering:\n%s\nwant the hint %q", out, hint)
+	}
+	box.must(nil, nil, "loginctl", "enable-linger", u.name)
+	if out := box.must(r.as, r.env, r.bin, "doctor"); strings.Contains(out, hint) || !strings.Contains(out, "lingering") {
+		t.Errorf("latch doctor with lingering:\n%s", out)
+	}
 	r.pair()
 	// Without hardening the user may make cgroups beside latch's: the gap
 	// the hardened unit closes.
@@ -216,18 +230,20 @@ func newServiceRig(t *testing.T, box *systemdBox, as *syscall.Credential, dir st
 	return r
 }
 
-// install runs latch service install: as root for a system unit, as the
-// user for theirs. latch status must then say commands get cgroups.
-func (r *serviceRig) install(args ...string) {
+// install runs latch service install, as root for a system unit, as the
+// user for theirs, and returns what it printed. latch status must then
+// say commands get cgroups.
+func (r *serviceRig) install(args ...string) string {
 	r.t.Helper()
 	var as *syscall.Credential
 	if !r.root {
 		as = r.as
 	}
-	r.box.must(as, r.env, append([]string{r.bin, "service", "install"}, args...)...)
+	printed := r.box.must(as, r.env, append([]string{r.bin, "service", "install"}, args...)...)
 	if out := r.box.must(r.as, r.env, r.bin, "status"); !strings.Contains(out, "a cgroup per command") {
 		r.t.Fatalf("latch status after service install %s:\n%s\nwant commands in cgroups of their own", strings.Join(args, " "), out)
 	}
+	return printed
 }
 
 // pair mints a code with latch pair and sends it from the owner's chat.
@@ -375,9 +391,9 @@ type systemdBox struct {
 }
 
 // bootBox is the shell that becomes systemd: a mount namespace whose /run,
-// /var/log and /etc/systemd/system (and, for a user of the test's own,
-// /etc/passwd and /etc/group) are its own, the cgroup namespace's
-// root mounted as the unified hierarchy, and every unit the boot would
+// /var/log and /etc/systemd/system (and, for users of the test's own,
+// /etc/passwd, /etc/group, /etc/shadow and logind's lingering list) are
+// its own, the cgroup namespace's root mounted as the unified hierarchy, and every unit the boot would
 // pull in from the distribution masked, with its generators: booting must
 // not clean /tmp, apply sysctls or mount what fstab says on the machine
 // running the tests.
@@ -391,6 +407,8 @@ if [ -n "$BOX_ACCOUNTS" ]; then
 	for f in passwd group shadow; do
 		mount --bind "$BOX_ACCOUNTS/$f" /etc/$f
 	done
+	mkdir -p /var/lib/systemd/linger
+	mount -t tmpfs -o mode=0755 tmpfs /var/lib/systemd/linger
 fi
 mkdir -p /run/systemd/system /run/systemd/system-generators
 for w in /lib/systemd/system/*.wants/* /usr/lib/systemd/system/*.wants/*; do
@@ -497,6 +515,31 @@ func bootSystemd(t *testing.T, users ...boxUser) *systemdBox {
 	return b
 }
 
+// login keeps a login session of u open (su -l through PAM, which
+// registers it with logind) until the box ends, as a user who installs
+// latch has one; logind starts u's user manager for it.
+func (b *systemdBox) login(u boxUser) {
+	b.t.Helper()
+	cmd := exec.Command("nsenter", "-t", strconv.Itoa(b.pid), "-a", "--", "su", "-l", u.name, "-c", "exec sleep 86500")
+	cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}
+	if err := cmd.Start(); err != nil {
+		b.t.Fatal(err)
+	}
+	b.t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	manager := fmt.Sprintf("user@%d.service", u.uid)
+	for end := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if strings.TrimSpace(b.run(nil, nil, "systemctl", "is-active", manager)) == "active" {
+			return
+		}
+		if time.Now().After(end) {
+			b.t.Fatalf("no user manager for %s after su -l:\n%s", u.name, b.log.String())
+		}
+	}
+}
+
 // boxAccounts writes copies of /etc/passwd, /etc/group and /etc/shadow
 // (which PAM's account check reads) with users added, for the box to mount
 // over the machine's; it returns the directory holding them.
@@ -575,6 +618,9 @@ func (b *systemdBox) exec(cred *syscall.Credential, env []string, args ...string
 	}
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
+	// What the command leaves running in the box (a login's processes,
+	// say) may hold the output pipe open.
+	cmd.WaitDelay = 5 * time.Second
 	err := cmd.Run()
 	return out.String(), err
 }
