@@ -61,6 +61,12 @@ func TestServiceUnderRealSystemd(t *testing.T) {
 	if s := box.show(nil, "StatusText"); !strings.Contains(s, "not paired") {
 		t.Errorf("status line %q, want latch's own (telegram: not paired)", s)
 	}
+	if out := box.must(nil, nil, r.bin, "service", "status", "--system"); !strings.Contains(out, "active (running)") {
+		t.Errorf("latch service status --system:\n%s", out)
+	}
+	if out := box.must(nil, nil, r.bin, "logs", "--system"); !strings.Contains(out, "latch is running") {
+		t.Errorf("latch logs --system:\n%s\nwant the daemon's log", out)
+	}
 	r.pair()
 	// nobody may not write /etc or the cgroup tree outside latch's own
 	// cgroup; the hardened unit makes them read-only.
@@ -393,10 +399,10 @@ type systemdBox struct {
 // bootBox is the shell that becomes systemd: a mount namespace whose /run,
 // /var/log and /etc/systemd/system (and, for users of the test's own,
 // /etc/passwd, /etc/group, /etc/shadow and logind's lingering list) are
-// its own, the cgroup namespace's root mounted as the unified hierarchy, and every unit the boot would
-// pull in from the distribution masked, with its generators: booting must
-// not clean /tmp, apply sysctls or mount what fstab says on the machine
-// running the tests.
+// its own, the cgroup namespace's root mounted as the unified hierarchy,
+// and every unit the boot would pull in from the distribution masked, with
+// its generators: booting must not clean /tmp, apply sysctls or mount what
+// fstab says on the machine running the tests.
 const bootBox = `set -e
 mount --make-rprivate /
 mount -t cgroup2 cgroup2 /sys/fs/cgroup
