@@ -13,7 +13,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -394,7 +393,7 @@ type systemdBox struct {
 	t   *testing.T
 	pid int    // systemd's, as this process sees it
 	etc string // the box's /etc/systemd/system
-	log *lockedBuffer
+	log *watched
 }
 
 // bootBox is the shell that becomes systemd: a mount namespace whose /run,
@@ -449,7 +448,7 @@ type boxUser struct {
 // installed).
 func bootSystemd(t *testing.T, users ...boxUser) *systemdBox {
 	t.Helper()
-	b := &systemdBox{t: t, log: &lockedBuffer{}}
+	b := &systemdBox{t: t, log: &watched{}}
 	if os.Geteuid() != 0 {
 		b.unavailable("not root")
 	}
@@ -726,23 +725,4 @@ func removeCgroup(t *testing.T, cg string) {
 			return
 		}
 	}
-}
-
-// lockedBuffer is a bytes.Buffer safe for the writes of a child's stdout
-// and stderr.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
