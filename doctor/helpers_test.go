@@ -151,6 +151,14 @@ func (f *fixture) installUnit(t *testing.T, system bool, state string) {
 	}
 }
 
+// writeUnit replaces the content of an installed unit file.
+func writeUnit(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // runWithUnit runs the doctor with latch.service installed and enabled,
 // for a user who lingers, systemctl printing out as well, and the command
 // fail, unless empty, failing.

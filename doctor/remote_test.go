@@ -237,6 +237,20 @@ func TestService(t *testing.T) {
 			f.installUnit(t, false, "enabled")
 			f.sys.out["loginctl show-user alice -p Linger"] = "Linger=yes\n"
 		}, status: Warn, detail: []string{"both a user and a system unit"}, fix: []string{"latch service uninstall"}},
+		{name: "hardened user unit of an older latch", setup: func(t *testing.T, f *fixture) {
+			f.installUnit(t, false, "enabled")
+			f.sys.out["loginctl show-user alice -p Linger"] = "Linger=yes\n"
+			writeUnit(t, f.userUnit, "[Service]\nProtectSystem=full\nProtectKernelTunables=yes\nReadWritePaths=-/sys/fs/cgroup/x\n")
+		}, status: Warn, detail: []string{"hardened by an older latch", "cgroup tree"}, fix: []string{"latch service install --harden"}},
+		{name: "hardened system unit of an older latch", setup: func(t *testing.T, f *fixture) {
+			f.installUnit(t, true, "enabled")
+			writeUnit(t, f.sysUnit, "[Service]\nUser=bob\nProtectKernelTunables=yes\n")
+		}, status: Warn, detail: []string{"system unit", "hardened by an older latch"},
+			fix: []string{"sudo latch service install --system --user bob --harden"}},
+		{name: "hardened unit of this latch", setup: func(t *testing.T, f *fixture) {
+			f.installUnit(t, true, "enabled")
+			writeUnit(t, f.sysUnit, "[Service]\nUser=bob\nProtectKernelTunables=yes\nProtectControlGroups=yes\n")
+		}, status: OK, detail: []string{"system unit", "enabled"}},
 		{name: "installed, no systemctl", setup: func(t *testing.T, f *fixture) {
 			f.installUnit(t, false, "enabled")
 			f.sys.missing = true

@@ -2,6 +2,7 @@ package doctor
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -34,6 +35,9 @@ func (r *run) checkService(ctx context.Context) Check {
 	var parts []Check
 	if sysInstalled {
 		parts = append(parts, r.unitState(ctx, true, sysPath))
+		if c, found := staleHardening(true, sysPath); found {
+			parts = append(parts, c)
+		}
 		if c, found := r.unitEnv(ctx, true); found {
 			parts = append(parts, c)
 		}
@@ -41,6 +45,9 @@ func (r *run) checkService(ctx context.Context) Check {
 	if userInstalled {
 		c := r.unitState(ctx, false, userPath)
 		parts = append(parts, c)
+		if c, found := staleHardening(false, userPath); found {
+			parts = append(parts, c)
+		}
 		if c.Status == OK {
 			if l, found := r.linger(ctx); found {
 				parts = append(parts, l)
@@ -55,6 +62,35 @@ func (r *run) checkService(ctx context.Context) Check {
 			"keep one: latch service uninstall (the user unit) or sudo latch service uninstall --system"))
 	}
 	return merge(parts)
+}
+
+// staleHardening reports a hardened unit written by a latch from before
+// hardened units set ProtectControlGroups=: ProtectKernelTunables= alone
+// leaves the cgroup tree writable, so the commands latch runs may make
+// cgroups or move processes outside latch's own cgroup (in a user
+// service, anywhere in the user's tree). Installing again rewrites it.
+func staleHardening(system bool, path string) (Check, bool) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return Check{}, false
+	}
+	lines := map[string]bool{}
+	user := ""
+	for line := range strings.SplitSeq(string(b), "\n") {
+		line = strings.TrimSpace(line)
+		lines[line] = true
+		if u, found := strings.CutPrefix(line, "User="); found {
+			user = u
+		}
+	}
+	if !lines["ProtectKernelTunables=yes"] || lines["ProtectControlGroups=yes"] {
+		return Check{}, false
+	}
+	kind, fix := "user unit", "latch service install --harden"
+	if system {
+		kind, fix = "system unit", "sudo latch service install --system --user "+cmp.Or(user, "NAME")+" --harden"
+	}
+	return warn(fmt.Sprintf("%s %s was hardened by an older latch: the commands it runs may write the cgroup tree outside latch's own cgroup", kind, path), fix), true
 }
 
 // unitState asks systemctl is-enabled about one installed unit.

@@ -174,6 +174,9 @@ func TestUserServiceUnderRealSystemd(t *testing.T) {
 
 	r.install("--harden")
 	box.wantService(r.as, "ActiveState", "active")
+	if out := box.must(r.as, r.env, r.bin, "doctor"); strings.Contains(out, "older latch") {
+		t.Errorf("latch doctor calls the unit this latch wrote stale:\n%s", out)
+	}
 	wantReadOnly(t, r.command("86405", cg+"/latch.service", probe), probe)
 }
 
