@@ -84,7 +84,7 @@ func TestServiceUnderRealSystemd(t *testing.T) {
 	// latch's grace, then latch ends the command and exits cleanly, before
 	// TimeoutStopSec would have systemd kill it.
 	r.tg.SendText(r.chat, r.owner, "!sleep 86402")
-	waitProcess(t, "sleep\x0086402\x00")
+	waitFor(t, "the command's sleep", func() bool { return len(processes("sleep\x0086402\x00")) > 0 })
 	box.must(nil, nil, "systemctl", "stop", "latch.service")
 	box.wantService(nil, "ActiveState", "inactive")
 	box.wantService(nil, "Result", "success")
@@ -362,15 +362,6 @@ func processes(cmdline string) []int {
 	return out
 }
 
-func waitProcess(t *testing.T, cmdline string) {
-	t.Helper()
-	for end := time.Now().Add(30 * time.Second); len(processes(cmdline)) == 0; time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(end) {
-			t.Fatalf("no process %q started", cmdline)
-		}
-	}
-}
-
 // waitGone fails the test when a process with cmdline is still there after
 // a few seconds, and kills it.
 func waitGone(t *testing.T, cmdline string) {
@@ -615,15 +606,15 @@ func (b *systemdBox) must(cred *syscall.Credential, env []string, args ...string
 func (b *systemdBox) exec(cred *syscall.Credential, env []string, args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "nsenter", append([]string{"-t", strconv.Itoa(b.pid), "-a", "--"}, args...)...)
+	enter := []string{"-t", strconv.Itoa(b.pid), "-a"}
+	if cred != nil {
+		// nsenter needs root to enter; the command then runs as cred.
+		enter = append(enter, "-S", strconv.Itoa(int(cred.Uid)), "-G", strconv.Itoa(int(cred.Gid)))
+	}
+	cmd := exec.CommandContext(ctx, "nsenter", append(append(enter, "--"), args...)...)
 	cmd.Env = env
 	if env == nil {
 		cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}
-	}
-	if cred != nil {
-		// nsenter needs root to enter; the command then runs as cred.
-		cmd.Args = append([]string{"nsenter", "-t", strconv.Itoa(b.pid), "-a",
-			"-S", strconv.Itoa(int(cred.Uid)), "-G", strconv.Itoa(int(cred.Gid)), "--"}, args...)
 	}
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
@@ -634,36 +625,32 @@ func (b *systemdBox) exec(cred *syscall.Credential, env []string, args ...string
 	return out.String(), err
 }
 
-// show is a property of latch.service: the system manager's when as is
-// nil, else the user manager's of as.
-func (b *systemdBox) show(as *syscall.Credential, prop string) string {
-	b.t.Helper()
-	args := []string{"systemctl", "show", "-P", prop, "latch.service"}
-	cred, env := b.manager(as)
-	if cred != nil {
-		args = append([]string{"systemctl", "--user"}, args[1:]...)
+// systemctl runs systemctl with args in the box: the system manager's
+// when as is nil, else the user manager of as, with the environment
+// systemctl --user needs.
+func (b *systemdBox) systemctl(as *syscall.Credential, args ...string) (string, error) {
+	if as == nil {
+		return b.exec(nil, nil, append([]string{"systemctl"}, args...)...)
 	}
-	return strings.TrimSpace(b.must(cred, env, args...))
+	env := []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", fmt.Sprintf("XDG_RUNTIME_DIR=/run/user/%d", as.Uid)}
+	return b.exec(as, env, append([]string{"systemctl", "--user"}, args...)...)
 }
 
-// manager is who asks the service manager as stands for (nil: the
-// system's), with the environment systemctl --user needs.
-func (b *systemdBox) manager(as *syscall.Credential) (*syscall.Credential, []string) {
-	if as == nil {
-		return nil, nil
+// show is a property of latch.service in the manager as stands for.
+func (b *systemdBox) show(as *syscall.Credential, prop string) string {
+	b.t.Helper()
+	out, err := b.systemctl(as, "show", "-P", prop, "latch.service")
+	if err != nil {
+		b.t.Fatalf("systemctl show -P %s latch.service: %v\n%s", prop, err, out)
 	}
-	return as, []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", fmt.Sprintf("XDG_RUNTIME_DIR=/run/user/%d", as.Uid)}
+	return strings.TrimSpace(out)
 }
 
 func (b *systemdBox) wantService(as *syscall.Credential, prop, want string) {
 	b.t.Helper()
 	if got := b.show(as, prop); got != want {
-		cred, env := b.manager(as)
-		args := []string{"systemctl", "status", "--no-pager", "-n", "30", "latch.service"}
-		if cred != nil {
-			args = append([]string{"systemctl", "--user"}, args[1:]...)
-		}
-		b.t.Fatalf("latch.service %s=%s, want %s\n%s", prop, got, want, b.run(cred, env, args...))
+		status, _ := b.systemctl(as, "status", "--no-pager", "-n", "30", "latch.service")
+		b.t.Fatalf("latch.service %s=%s, want %s\n%s", prop, got, want, status)
 	}
 }
 
