@@ -3,7 +3,6 @@ package gateways
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -132,47 +131,6 @@ func (h *Hub) handle(ctx context.Context, e store.Entry, j *job) {
 	}
 }
 
-// noticeFor bounds how long a notice is tried: one that cannot be
-// delivered in a day (the bot was blocked, the chat is gone) is dropped.
-const noticeFor = 24 * time.Hour
-
-// sendNotice delivers a notice, trying again while it fails — the gateway
-// may not have connected yet at start, or the platform fails for a while —
-// and deletes it once delivered. Notices say what the chat must hear (a
-// code was minted, the chat was unpaired, a command was interrupted), so a
-// failed send does not drop one. At shutdown the entry stays, and the next
-// start sends it: at least once, never silently lost.
-func (h *Hub) sendNotice(ctx context.Context, e store.Entry) {
-	wait, deadline := cmp.Or(h.noticeWait, time.Second), h.cfg.Now().Add(noticeFor)
-	for {
-		err := h.trySend(ctx, e.Gateway, e.ChatID, Reply{Text: e.Text, ReplyTo: e.MessageID, Paired: e.Text == MsgPaired})
-		switch {
-		case err == nil:
-			h.finish(e, false)
-			return
-		case ctx.Err() != nil:
-			return
-		case errors.Is(err, ErrRejected) || errors.Is(err, errUnknownGateway):
-			h.log.Warn("notice refused by the platform; dropped", "gateway", e.Gateway, "seq", e.Seq, "err", err)
-			h.finish(e, false)
-			return
-		case h.cfg.Now().After(deadline):
-			h.log.Error("notice undeliverable for a day; dropped", "gateway", e.Gateway, "seq", e.Seq, "err", err)
-			h.finish(e, false)
-			return
-		}
-		h.log.Warn("sending a notice failed; trying again", "gateway", e.Gateway, "seq", e.Seq, "err", err, "in", wait)
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return
-		case <-t.C:
-		}
-		wait = min(wait*2, 5*time.Minute)
-	}
-}
-
 // jobFor returns the job that handling e runs — a command, an agent turn —
 // or nil when handle answers e at once: a notice, a usage hint, /new,
 // text with no model to go to. It follows handle's cases, and the
@@ -216,11 +174,7 @@ func (h *Hub) runCommand(ctx context.Context, j *job, e store.Entry) {
 	command := shellCommand(e.Text)
 	h.runJob(ctx, j, e, jobSteps{}, func(jobCtx context.Context) bool {
 		h.log.Info("running command", "gateway", e.Gateway, "seq", e.Seq)
-		out := h.cfg.Shell(jobCtx, command)
-		if ctx.Err() == nil && !h.dropped(j) {
-			h.send(j.out, e.Gateway, e.ChatID, Reply{Text: out, Pre: true, ReplyTo: e.MessageID})
-		}
-		return false
+		return h.commandDone(ctx, j, e, h.cfg.Shell(jobCtx, command))
 	})
 }
 

@@ -125,17 +125,34 @@ func (h *Hub) runningTotal() int {
 	return n
 }
 
-// recoverInbox handles every entry that was running when the last process
-// died: a command is never run twice — the chat is told instead; an agent
-// turn resumes once from its last completed step (the tool call that was
-// running gets "interrupted" as its result, never a second run). A cut job
-// of a chat no longer latched (an unpair came during the shutdown) is
-// dropped without a word: an unpaired chat hears nothing more of its work.
+// recoverInbox handles every entry that the last process left in the
+// middle. A command is never run twice — the chat is told instead: that it
+// was interrupted, when latch stopped it itself (Cut), or that it may
+// have finished, when latch died while it ran (Running: the crash may
+// have come between the process's exit and the commit of its answer). An
+// agent turn resumes once from its last completed step (the tool call
+// that was running gets "interrupted" as its result, never a second run).
+// A cut job of a chat no longer latched (an unpair came during the
+// shutdown) is dropped without a word: an unpaired chat hears nothing
+// more of its work. An answer stored but not known delivered (in the
+// outbox) goes back to its place in the inbox, and it and a notice that
+// was being sent are marked Again: they are sent with MsgSentAgain, in
+// the chat's order.
 func (h *Hub) recoverInbox() error {
 	return h.cfg.Store.Update(func(tx *store.Tx) error {
-		var cut []store.Entry
-		err := tx.ScanInbox(0, func(e store.Entry) bool {
-			if e.State == store.Running {
+		n, err := tx.ReturnAnswers()
+		if err != nil {
+			return err
+		}
+		if n > 0 {
+			h.log.Warn("sending again answers that may have been delivered before the restart", "answers", n)
+		}
+		var cut, again []store.Entry
+		err = tx.ScanInbox(0, func(e store.Entry) bool {
+			switch {
+			case e.Kind == store.KindNotice && e.State == store.Running:
+				again = append(again, e)
+			case e.State == store.Running || e.State == store.Cut:
 				cut = append(cut, e)
 			}
 			return true
@@ -143,36 +160,53 @@ func (h *Hub) recoverInbox() error {
 		if err != nil {
 			return err
 		}
-		for _, e := range cut {
-			l, err := tx.Latch(e.Gateway)
-			if err != nil {
+		for _, e := range again {
+			h.log.Warn("sending again a notice that may have been delivered before the restart", "gateway", e.Gateway, "seq", e.Seq)
+			if err := tx.MarkAgain(e.Seq); err != nil {
 				return err
 			}
-			if !latchedTo(l, e) {
-				h.log.Info("gateway unpaired; job cut by the restart dropped", "gateway", e.Gateway, "seq", e.Seq)
-				if err := tx.DeleteInbox(e.Seq); err != nil {
-					return err
-				}
-				continue
-			}
-			// In place, under the cut entry's number: what the chat sent
-			// after it (while it ran, or while latch was down) still comes
-			// after it — a /stop then stops the resumed turn, and a later
-			// message does not close the turn before it resumes.
-			next := store.Entry{Seq: e.Seq, Kind: store.KindNotice, Gateway: e.Gateway, ChatID: e.ChatID, UserID: e.UserID,
-				MessageID: e.MessageID, Text: MsgInterrupted + e.Text, Received: h.cfg.Now()}
-			if h.resumable(e) {
-				next.Kind, next.Text = store.KindResume, e.Text
-				h.log.Warn("agent turn cut by a restart; resuming from its last step", "gateway", e.Gateway, "seq", e.Seq)
-			} else {
-				h.log.Warn("command interrupted by restart; not re-run", "gateway", e.Gateway, "seq", e.Seq)
-			}
-			if err := tx.ReplaceInbox(next); err != nil {
+		}
+		for _, e := range cut {
+			if err := h.recoverCut(tx, e); err != nil {
 				return err
 			}
 		}
 		return nil
 	})
+}
+
+// recoverCut replaces e, a job the last process left running, in place,
+// under its own number: what the chat sent after it (while it ran, or
+// while latch was down) still comes after it — a /stop then stops the
+// resumed turn, and a later message does not close the turn before it
+// resumes.
+func (h *Hub) recoverCut(tx *store.Tx, e store.Entry) error {
+	l, err := tx.Latch(e.Gateway)
+	if err != nil {
+		return err
+	}
+	if !latchedTo(l, e) {
+		h.log.Info("gateway unpaired; job cut by the restart dropped", "gateway", e.Gateway, "seq", e.Seq)
+		return tx.DeleteInbox(e.Seq)
+	}
+	next := store.Entry{Seq: e.Seq, Kind: store.KindNotice, Gateway: e.Gateway, ChatID: e.ChatID, UserID: e.UserID,
+		MessageID: e.MessageID, Text: MsgInterrupted + e.Text, Received: h.cfg.Now()}
+	switch {
+	case h.resumable(e):
+		next.Kind, next.Text = store.KindResume, e.Text
+		h.log.Warn("agent turn cut by a restart; resuming from its last step", "gateway", e.Gateway, "seq", e.Seq)
+	case e.State == store.Running && isShellCommand(e):
+		next.Text = MsgMayHaveRun + e.Text
+		h.log.Warn("latch died while a command ran; not re-run", "gateway", e.Gateway, "seq", e.Seq)
+	default:
+		h.log.Warn("command interrupted by restart; not re-run", "gateway", e.Gateway, "seq", e.Seq)
+	}
+	return tx.ReplaceInbox(next)
+}
+
+// isShellCommand: e is a "!command" of the chat's.
+func isShellCommand(e store.Entry) bool {
+	return e.Kind == store.KindMessage && strings.HasPrefix(strings.TrimSpace(e.Text), "!")
 }
 
 // resumable: an agent turn (not a !command, not already a resumed one)
@@ -217,7 +251,7 @@ func (h *Hub) dispatch(ctx context.Context, e store.Entry) {
 		h.finish(e, false)
 		return
 	}
-	if e.Kind == store.KindMessage {
+	if e.Kind == store.KindMessage && e.State != store.Answered {
 		if cb := decodeExtra(e).Callback; cb != nil {
 			// Decided, then deleted: a crash between the two brings the
 			// press back after the restart, where the decision is found
@@ -294,7 +328,10 @@ func finishTx(tx *store.Tx, e store.Entry, handled bool) error {
 
 func (h *Hub) enqueue(ctx context.Context, e store.Entry) {
 	key := chatKey{e.Gateway, e.ChatID}
-	q := queued{e: e, j: h.jobFor(e)}
+	q := queued{e: e}
+	if e.State != store.Answered { // done already: only its answer is owed
+		q.j = h.jobFor(e)
+	}
 	if q.j != nil {
 		q.j.e = e
 	}
@@ -389,6 +426,8 @@ func (h *Hub) work(ctx context.Context, c *chat) {
 			// one, without a word to the chat.
 			h.log.Info("gateway unpaired; queued entry dropped", "gateway", q.e.Gateway, "seq", q.e.Seq)
 			h.finish(q.e, false)
+		} else if q.e.State == store.Answered {
+			h.deliverAnswer(ctx, nil, q.e) // stored by the last process
 		} else {
 			h.handle(ctx, q.e, q.j)
 		}

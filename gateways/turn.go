@@ -46,8 +46,9 @@ const MsgNoModel = "No model is configured, so plain text has nowhere to go. " +
 // runTurn hands plain text to the agent. The agent marks the entry running
 // in the same transaction that stores the user's message, before the model
 // is called: a crash from then on resumes the turn after the restart
-// (KindResume), a crash before it runs the message once. The answer and
-// the entry's deletion are stored together too. With no model there is
+// (KindResume), a crash before it runs the message once. The answer is
+// stored with the entry (Answered) in the transaction that saves it, and
+// shown once that has committed (heldTurn). With no model there is
 // no job (see jobFor): the chat gets a hint.
 func (h *Hub) runTurn(ctx context.Context, j *job, e store.Entry) {
 	if j == nil {
@@ -56,22 +57,19 @@ func (h *Hub) runTurn(ctx context.Context, j *job, e store.Entry) {
 		return
 	}
 	_, rendered := h.gateways[e.Gateway].(TurnRenderer)
-	hooks := agent.Hooks{
-		Started: func(tx *store.Tx) error { return tx.SetInboxState(e.Seq, store.Running) },
-		Done:    func(tx *store.Tx) error { return finishTx(tx, e, true) },
-	}
+	started := func(tx *store.Tx) error { return tx.SetInboxState(e.Seq, store.Running) }
 	h.runJob(ctx, j, e, jobSteps{marksItself: true, typesItself: rendered}, func(jobCtx context.Context) bool {
 		// A renderer shows "typing…" from here on, while the session
 		// loads and the start commits: runJob waits for nothing first.
 		// It is made here rather than before runJob so that a turn
 		// stopped before it starts leaves no renderer to end.
-		ev, _ := h.events(j, e)
 		key := agent.SessionKey{Gateway: e.Gateway, Chat: e.ChatID}
-		err := h.cfg.Agent.TurnWith(jobCtx, key, e.Text, ev, hooks)
-		endEvents(ev)
+		err := h.heldTurn(j, e, started, func(ev agent.Events, hooks agent.Hooks) error {
+			return h.cfg.Agent.TurnWith(jobCtx, key, e.Text, ev, hooks)
+		})
 		switch {
 		case err == nil:
-			return true // deleted with the answer
+			return true // the answer is stored with the entry, and delivered
 		case errors.Is(err, agent.ErrNotStarted):
 			// Nothing happened: the entry stays "received" and runs
 			// after the next start.
@@ -104,18 +102,17 @@ func (h *Hub) resumeTurn(ctx context.Context, j *job, e store.Entry) {
 		return
 	}
 	h.send(j.out, e.Gateway, e.ChatID, Reply{Text: MsgResuming, ReplyTo: e.MessageID})
-	// The answer and the entry's deletion are stored together, as a
-	// turn's are: a crash between the two would report the answered turn
-	// as cut after the next start.
-	hooks := agent.Hooks{Done: func(tx *store.Tx) error { return finishTx(tx, e, true) }}
+	// The answer and the entry's end are stored together, as a turn's
+	// are: a crash between the two would report the answered turn as cut
+	// after the next start.
 	h.runJob(ctx, j, e, jobSteps{}, func(jobCtx context.Context) bool {
 		key := agent.SessionKey{Gateway: e.Gateway, Chat: e.ChatID}
-		ev, _ := h.events(j, e)
-		err := h.cfg.Agent.ResumeWith(jobCtx, key, ev, hooks)
-		endEvents(ev)
+		err := h.heldTurn(j, e, nil, func(ev agent.Events, hooks agent.Hooks) error {
+			return h.cfg.Agent.ResumeWith(jobCtx, key, ev, hooks)
+		})
 		switch {
 		case err == nil:
-			return true // deleted with the answer
+			return true // the answer is stored with the entry, and delivered
 		case errors.Is(err, agent.ErrNothingToResume) || ctx.Err() != nil || h.dropped(j):
 			return false
 		}

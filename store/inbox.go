@@ -17,6 +17,16 @@ const (
 	// Running: started. After a crash it must not run again (a shell
 	// command is not idempotent); the chat is told instead.
 	Running State = "running"
+	// Answered: done, and the answer the chat is owed is stored with the
+	// entry (Entry.Answer), in the outbox, committed before anything of it
+	// is sent. Delivery deletes the entry. After a crash the answer is
+	// sent, never reported as interrupted, and the work is never run
+	// again (see ReturnAnswers).
+	Answered State = "answered"
+	// Cut: a command latch itself stopped while it ran (a shutdown whose
+	// grace ran out), so it is known not to have finished. A command
+	// found Running after a crash may have finished instead.
+	Cut State = "cut"
 )
 
 // Entry kinds.
@@ -46,6 +56,19 @@ type Entry struct {
 	// Extra holds what a gateway message carries beyond text (a button
 	// press, attachments), encoded by the caller.
 	Extra json.RawMessage `json:"extra,omitempty"`
+	// Answer is the answer owed to the chat, in state Answered.
+	Answer *Answer `json:"answer,omitempty"`
+	// Again: latch may have sent this (a notice, an answer) before a
+	// restart, so what is sent now may be a second copy and says so.
+	Again bool `json:"again,omitempty"`
+}
+
+// Answer is the finished work's answer, kept until the platform has
+// taken it: a command's output tail and exit line, or a turn's final text.
+type Answer struct {
+	Text string `json:"text"`
+	// Pre: shown as a preformatted block (a command's output).
+	Pre bool `json:"pre,omitempty"`
 }
 
 // AppendInbox stores e under the next sequence number, in state Received,
@@ -80,6 +103,11 @@ func (tx *Tx) InboxEntry(seq uint64) (*Entry, error) {
 
 // SetInboxState moves an existing entry to state s.
 func (tx *Tx) SetInboxState(seq uint64, s State) error {
+	return tx.changeInbox(seq, func(e *Entry) { e.State = s })
+}
+
+// changeInbox applies change to the existing entry seq.
+func (tx *Tx) changeInbox(seq uint64, change func(*Entry)) error {
 	e, err := tx.InboxEntry(seq)
 	if err != nil {
 		return err
@@ -87,8 +115,62 @@ func (tx *Tx) SetInboxState(seq uint64, s State) error {
 	if e == nil {
 		return fmt.Errorf("inbox entry %d missing", seq)
 	}
-	e.State = s
+	change(e)
 	return tx.putJSON(bucketInbox, u64(seq), e)
+}
+
+// AnswerInbox ends the work of the existing entry seq: the entry moves to
+// the outbox, in state Answered with its answer a, until DeleteInbox says
+// it was delivered.
+func (tx *Tx) AnswerInbox(seq uint64, a Answer) error {
+	e, err := tx.InboxEntry(seq)
+	if err != nil {
+		return err
+	}
+	if e == nil {
+		return fmt.Errorf("inbox entry %d missing", seq)
+	}
+	e.State, e.Answer = Answered, &a
+	if err := tx.putJSON(bucketOutbox, u64(seq), e); err != nil {
+		return err
+	}
+	return tx.delete(bucketInbox, u64(seq))
+}
+
+// ReturnAnswers puts every answer of the outbox back in the inbox under
+// its own number, marked Again (the last process may have sent it), so
+// that it is sent in its place in the chat's order, before what came
+// after it. It returns how many there were.
+func (tx *Tx) ReturnAnswers() (int, error) {
+	b, err := tx.bucket(bucketOutbox)
+	if err != nil {
+		return 0, err
+	}
+	var seqs []uint64
+	err = b.ForEach(func(k, v []byte) error {
+		var e Entry
+		if err := json.Unmarshal(v, &e); err != nil {
+			return fmt.Errorf("decode outbox entry %d: %w", fromU64(k), err)
+		}
+		e.Again = true
+		seqs = append(seqs, fromU64(k))
+		return tx.putJSON(bucketInbox, k, e)
+	})
+	if err != nil {
+		return 0, err
+	}
+	for _, seq := range seqs {
+		if err := b.Delete(u64(seq)); err != nil {
+			return 0, err
+		}
+	}
+	return len(seqs), nil
+}
+
+// MarkAgain flags the existing entry seq as possibly sent before (see
+// Entry.Again), keeping its state.
+func (tx *Tx) MarkAgain(seq uint64) error {
+	return tx.changeInbox(seq, func(e *Entry) { e.Again = true })
 }
 
 // ReplaceInbox stores e in place of the entry with the same sequence
@@ -106,8 +188,12 @@ func (tx *Tx) ReplaceInbox(e Entry) error {
 	return tx.putJSON(bucketInbox, u64(e.Seq), e)
 }
 
-// DeleteInbox removes an entry (its work is done).
+// DeleteInbox removes an entry, from the inbox or the outbox: its work is
+// done and nothing more of it is owed to the chat.
 func (tx *Tx) DeleteInbox(seq uint64) error {
+	if err := tx.delete(bucketOutbox, u64(seq)); err != nil {
+		return err
+	}
 	return tx.delete(bucketInbox, u64(seq))
 }
 

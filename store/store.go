@@ -40,9 +40,12 @@ var (
 	bucketAudit    = []byte("audit")
 	bucketBots     = []byte("bots")
 	bucketSessions = []byte("sessions")
+	// bucketOutbox holds answers owed to chats, keyed by the inbox
+	// sequence number of the entry they answer (see AnswerInbox).
+	bucketOutbox = []byte("outbox")
 
 	allBuckets = [][]byte{bucketMeta, bucketLatches, bucketPending, bucketCursors,
-		bucketInbox, bucketCounters, bucketAudit, bucketBots, bucketSessions}
+		bucketInbox, bucketCounters, bucketAudit, bucketBots, bucketSessions, bucketOutbox}
 
 	keySchema = []byte("schema")
 )
