@@ -250,12 +250,18 @@ func TestE2EBadTokenIsAConfigError(t *testing.T) {
 // waitFor polls cond until it holds or 20 s pass.
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
+	waitEvery(t, 20*time.Millisecond, cond)
+}
+
+// waitEvery is waitFor looking every interval.
+func waitEvery(t *testing.T, interval time.Duration, cond func() bool) {
+	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatal("condition not met within 20s")
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(interval)
 	}
 }
 

@@ -160,7 +160,7 @@ func TestCrashAfterCommandFinished(t *testing.T) {
 			l.die()
 			l.release()
 		}
-		pollFast(t, l.dead.Load)
+		waitEvery(t, time.Millisecond, l.dead.Load)
 		r.stop(t)
 		start()
 	}
@@ -208,7 +208,7 @@ func TestCrashAfterCommandFinished(t *testing.T) {
 // are empty.
 func settle(t *testing.T, db *store.DB) {
 	t.Helper()
-	pollFast(t, func() bool {
+	waitEvery(t, time.Millisecond, func() bool {
 		var n int
 		db.View(func(tx *store.Tx) (err error) { n, err = tx.InboxLen(); return err })
 		return n == 0 && outboxLen(db) == 0
@@ -225,17 +225,4 @@ func outboxLen(db *store.DB) (n int) {
 		return nil
 	})
 	return n
-}
-
-// pollFast is waitFor at a millisecond: a round's kill point is a few
-// milliseconds wide.
-func pollFast(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 20s")
-		}
-		time.Sleep(time.Millisecond)
-	}
 }
