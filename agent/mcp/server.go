@@ -230,8 +230,11 @@ func (c *conn) stop() {
 // server again.
 func (s *server) kill(c *conn, why string) {
 	s.mu.Lock()
-	s.err = why
+	s.err, s.state = why, "down"
 	s.restarts++
+	if s.conn == c {
+		s.conn, s.tools, s.raw = nil, nil, nil
+	}
 	s.mu.Unlock()
 	if c.proc != nil {
 		c.proc.Kill()
