@@ -546,11 +546,15 @@ type Status struct {
 	Provider, Model string
 	Messages        int
 	TokensToday     int
+	MCP             []string // each MCP server's state, one line each
 }
 
 // Status reports on key's session.
 func (a *Agent) Status(key SessionKey) (Status, error) {
 	st := Status{Model: a.cfg.Model, Provider: "none"}
+	if a.cfg.Tools != nil && a.cfg.Tools.MCP != nil {
+		st.MCP = a.cfg.Tools.MCP.StatusLines()
+	}
 	if a.cfg.Provider != nil {
 		st.Provider = a.cfg.Provider.Name()
 	}

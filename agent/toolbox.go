@@ -50,6 +50,8 @@ type MCPServers interface {
 	Call(ctx context.Context, name string, input json.RawMessage) (string, error)
 	// Reset is called on /new.
 	Reset()
+	// StatusLines describe the servers, one line each, for /status.
+	StatusLines() []string
 }
 
 // isMCPTool reports whether name is an MCP server's tool.

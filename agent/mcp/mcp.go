@@ -266,6 +266,7 @@ type Status struct {
 	Restarts  int    // times it had to be started again after a failure
 	Err       string // why it is down, or last went down; scrubbed
 	Skipped   []string
+	Offered   []string // the namespaced names of the tools offered
 }
 
 // Line is s in one line: "notes (stdio): running, 4 tools".
@@ -363,4 +364,37 @@ func oneLine(s string, n int) string {
 		return tools.CutText(s, n) + "…"
 	}
 	return s
+}
+
+// StatusLines is Statuses as one line each, for /status.
+func (m *Manager) StatusLines() []string {
+	var out []string
+	for _, s := range m.Statuses() {
+		out = append(out, s.Line())
+	}
+	return out
+}
+
+// Probe starts each server of opts once, lists its tools and stops it
+// again, with everything it started: `latch doctor`'s check. Each status
+// is "running" with the tools it offers, or "down" with why.
+func Probe(ctx context.Context, opts Options) []Status {
+	m := New(opts)
+	if m == nil {
+		return nil
+	}
+	out := make([]Status, 0, len(m.servers))
+	for _, s := range m.servers {
+		c, err := s.connect(ctx)
+		if err != nil {
+			s.failed(err)
+		}
+		st := s.status() // before down forgets the tools
+		st.Restarts = 0
+		if err == nil {
+			s.down(c)
+		}
+		out = append(out, st)
+	}
+	return out
 }

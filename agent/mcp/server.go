@@ -318,6 +318,9 @@ func (s *server) status() Status {
 	defer s.mu.Unlock()
 	st := Status{Name: s.cfg.Name, Transport: "http", State: s.state, Tools: len(s.tools),
 		Restarts: s.restarts, Err: s.err, Skipped: slices.Clone(s.skipped)}
+	for _, t := range s.tools {
+		st.Offered = append(st.Offered, t.Name)
+	}
 	if s.cfg.Command != "" {
 		st.Transport = "stdio"
 	}
