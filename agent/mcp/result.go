@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
-	
+
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/latchd/latch/agent/tools"
@@ -68,4 +68,3 @@ func capText(s string) string {
 	}
 	return tools.CutText(s, MaxResult) + fmt.Sprintf("\n[result cut: showing the first %d of %d bytes; latch caps an MCP result at 64 KiB]", MaxResult, len(s))
 }
-
