@@ -108,20 +108,7 @@ func TestMCPCallCutByARestartIsNotRepeated(t *testing.T) {
 			f := newFixture(t, tweak)
 			f.fake.Script(anthropictest.ToolUse("t1", "go__echo", `{"text":"first"}`).
 				AndToolUse("t2", "go__sleep", `{"seconds":600}`))
-			ctx, cancel := context.WithCancelCause(context.Background())
-			defer cancel(nil)
-			ev := &recorder{}
-			done := make(chan error, 1)
-			go func() { done <- f.agent.Turn(ctx, chat, "go", ev) }()
-			waitFor(t, "the second call runs", func() bool { s, _, _ := ev.snapshot(); return len(s) == 2 })
-			cfg := f.cfg
-			if crash {
-				cfg = crashImage(t, f)
-			}
-			cancel(ErrShutdown)
-			if err := <-done; !errors.Is(err, ErrShutdown) {
-				t.Fatalf("turn = %v, want ErrShutdown", err)
-			}
+			cfg := cutWhileSecondCallRuns(t, f, "go", crash)
 			waitFor(t, "the cut call's cancellation", func() bool {
 				_, err := os.Stat(filepath.Join(dir, "cancelled"))
 				return err == nil
