@@ -56,29 +56,6 @@ func TestFinishedCallsSurviveARestart(t *testing.T) {
 	}
 }
 
-// cutWhileSecondCallRuns runs a turn of text until its second tool call
-// has started, then stops latch (cause ErrShutdown), after taking an image
-// of the store first when crash says latch dies instead. It returns the
-// config a restarted latch would use.
-func cutWhileSecondCallRuns(t *testing.T, f *fixture, text string, crash bool) Config {
-	t.Helper()
-	ctx, cancel := context.WithCancelCause(context.Background())
-	defer cancel(nil)
-	ev := &recorder{}
-	done := make(chan error, 1)
-	go func() { done <- f.agent.Turn(ctx, chat, text, ev) }()
-	waitFor(t, "the second call runs", func() bool { s, _, _ := ev.snapshot(); return len(s) == 2 })
-	cfg := f.cfg
-	if crash {
-		cfg = crashImage(t, f)
-	}
-	cancel(ErrShutdown)
-	if err := <-done; !errors.Is(err, ErrShutdown) {
-		t.Fatalf("turn = %v, want ErrShutdown", err)
-	}
-	return cfg
-}
-
 // TestNewTurnForgetsTheCutStep: a turn cut and never resumed (its resume
 // was cut too, or /stop came first) leaves its step's records behind. The
 // new turn closes the old step with what is known — a saved result, else
