@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -192,10 +193,11 @@ func mcpFileSecrets(m fileMCP) []string {
 // server__tool, and Anthropic and OpenAI both take tool names of
 // ^[a-zA-Z0-9_-]{1,64}$; a name without underscores keeps the split
 // unambiguous and leaves the tool most of the 64.
-var mcpNameRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9-]{0,23}$`)
+// Compiled on first use: a config without [mcp] pays nothing at start.
+var mcpNameRe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9-]{0,23}$`) })
 
 // headerNameRe is an HTTP header field name (RFC 9110 token).
-var headerNameRe = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+var headerNameRe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$") })
 
 // applyMCPFile copies [mcp] into cfg, reading headers files.
 func (l Loader) applyMCPFile(cfg *Config, m fileMCP, secrets *[]string) []error {
@@ -246,7 +248,7 @@ func (l Loader) mcpServer(cfg *Config, f fileMCPServer, key string, bad func(str
 		Permission: PermAsk, RestartOnNew: f.RestartOnNew}
 	ok := true
 	fail := func(format string, args ...any) { bad(key, format, args...); ok = false }
-	if !mcpNameRe.MatchString(f.Name) {
+	if !mcpNameRe().MatchString(f.Name) {
 		fail("name must be 1-24 letters, digits and '-', starting with a letter or digit (the model sees its tools as name__tool)")
 	}
 	switch {
@@ -287,7 +289,7 @@ func (l Loader) mcpServer(cfg *Config, f fileMCPServer, key string, bad func(str
 			s.HeadersFile = p
 		}
 		for k, v := range s.Headers {
-			if !headerNameRe.MatchString(k) || strings.ContainsAny(v, "\r\n\x00") {
+			if !headerNameRe().MatchString(k) || strings.ContainsAny(v, "\r\n\x00") {
 				fail("headers: %q is not a valid header (the value is not shown)", k)
 			}
 		}

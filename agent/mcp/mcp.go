@@ -38,7 +38,7 @@ const MaxResult = 64 << 10
 const maxFrame = 8 << 20
 
 // toolNameRe is what both Anthropic and OpenAI accept as a tool name.
-var toolNameRe = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
+var toolNameRe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`) })
 
 // Server is one configured MCP server: Command (with Args and Env) for a
 // stdio server latch starts, or URL (with Headers) for a streamable-HTTP
@@ -321,7 +321,7 @@ func namespace(server string, allow []string, list []*mcpTool) (offered []provid
 				skipped = append(skipped, fmt.Sprintf("%q is listed more than once", oneLine(t.Name, 80)))
 			}
 			continue
-		case !toolNameRe.MatchString(name):
+		case !toolNameRe().MatchString(name):
 			skipped = append(skipped, fmt.Sprintf("%q (as %s the name is not one the model providers accept: 1-64 of a-z A-Z 0-9 _ -)", oneLine(t.Name, 80), oneLine(name, 80)))
 			continue
 		}

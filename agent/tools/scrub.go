@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"regexp"
 	"strings"
+	"sync"
 )
 
 // The exported face of fetch's credential rules, for tools whose results
@@ -30,15 +31,19 @@ func Scrub(s string, secrets []string) string { return scrub(s, secrets) }
 
 // credentialLine matches a "Name: value" or "name=value" line, as a
 // header dump or an environment listing prints it.
-var credentialLine = regexp.MustCompile(`(?m)^([ \t"']*)([A-Za-z0-9_.-]{2,64})(["']?[ \t]*[:=][ \t]*)(\S[^\r\n]*)$`)
+// Compiled on first use, off the daemon's start.
+var credentialLine = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`(?m)^([ \t"']*)([A-Za-z0-9_.-]{2,64})(["']?[ \t]*[:=][ \t]*)(\S[^\r\n]*)$`)
+})
 
 // ScrubCredentialLines hides the value of every line of s that reads as a
 // credential header or variable ("Authorization: Bearer …",
 // "API_TOKEN=…"): a server that dumps a request's headers or its
 // environment hands the model nothing it could use.
 func ScrubCredentialLines(s string) string {
-	return credentialLine.ReplaceAllStringFunc(s, func(line string) string {
-		m := credentialLine.FindStringSubmatch(line)
+	re := credentialLine()
+	return re.ReplaceAllStringFunc(s, func(line string) string {
+		m := re.FindStringSubmatch(line)
 		if !IsCredentialHeader(m[2]) {
 			return line
 		}
