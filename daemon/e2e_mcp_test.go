@@ -1,6 +1,8 @@
 package daemon
 
 import (
+	"fmt"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -108,5 +110,48 @@ func TestE2EMCPToolApprovedByButton(t *testing.T) {
 	st, err := e.client().Status(t.Context())
 	if err != nil || len(st.MCP) != 1 || !strings.HasPrefix(st.MCP[0], "go (stdio): running") {
 		t.Errorf("latch status MCP = %q, %v", st.MCP, err)
+	}
+}
+
+// TestE2EMCPHeaderFromFileNeverShows: a streamable-HTTP MCP server on
+// loopback that demands an Authorization header, which comes from
+// headers_file. The server echoes the request's headers back: the model,
+// the chat and the logs see the header named, never its value.
+func TestE2EMCPHeaderFromFileNeverShows(t *testing.T) {
+	const secret = "Bearer mcp-e2e-header-secret-0123456789"
+	ts := httptest.NewServer(mcptest.Handler("Authorization", secret))
+	t.Cleanup(ts.Close)
+	e := newEnv(t)
+	fake := withModel(e)
+	if err := os.WriteFile(filepath.Join(e.home, "web.headers"), []byte("Authorization: "+secret+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(filepath.Join(e.home, config.ConfigFile), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(f, "\n[[mcp.servers]]\nname = \"web\"\nurl = %q\nheaders_file = \"web.headers\"\npermission = \"allow\"\n", ts.URL)
+	f.Close()
+	r := e.start()
+	e.pair()
+	deadline := time.Now().Add(30 * time.Second)
+	for len(r.d.mcp.Tools()) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the MCP server was not reached: %v", r.d.mcp.StatusLines())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	fake.Script(anthropictest.ToolUse("toolu_1", "web__headers", `{}`), anthropictest.Text("Headers seen."))
+	e.say(owner, "what headers does the server get?")
+	e.waitReply(owner.ID, "Headers seen.")
+	reqs := fake.Requests()
+	body := string(reqs[len(reqs)-1].Body)
+	if !strings.Contains(body, "Authorization: [redacted]") {
+		t.Errorf("the model did not get the header named and redacted: %s", body)
+	}
+	for what, out := range map[string]string{"the model's requests": body, "the logs": e.logs.String(), "the chat": e.describeSent()} {
+		if strings.Contains(out, "mcp-e2e-header-secret") {
+			t.Errorf("the header's value shows in %s", what)
+		}
 	}
 }
