@@ -136,6 +136,12 @@ func TestMCPCallCutByARestartIsNotRepeated(t *testing.T) {
 	}
 }
 
+func TestMCPSeparator(t *testing.T) {
+	if mcpSeparator != mcp.Separator {
+		t.Fatalf("the agent splits MCP names at %q, agent/mcp joins them with %q", mcpSeparator, mcp.Separator)
+	}
+}
+
 func TestMCPApprovalDetailRedacts(t *testing.T) {
 	d := ApprovalDetail("notes__save", []byte(`{"title":"x","api_key":"sk-live-123456789","nested":{"Authorization":"Bearer abcdefghijk"},"h":"Bearer zzzzzzzzzz"}`))
 	for _, leak := range []string{"sk-live", "abcdefghijk", "zzzzzzzzzz"} {

@@ -165,9 +165,6 @@ func (m *Manager) Tools() []provider.Tool {
 	return out
 }
 
-// Has reports whether name is a namespaced MCP tool name.
-func Has(name string) bool { return strings.Contains(name, Separator) }
-
 // split returns the server and tool a namespaced name stands for.
 func (m *Manager) split(name string) (*server, string, bool) {
 	srv, tool, ok := strings.Cut(name, Separator)
