@@ -275,6 +275,30 @@ func TestStopCancelsTheCall(t *testing.T) {
 	}
 }
 
+func TestToolListChanged(t *testing.T) {
+	srv, _ := goServer(t, "go", "1")
+	f := start(t, Options{Servers: []Server{srv}})
+	f.waitRunning(t, "go", 0)
+	has := func(name string) bool {
+		for _, tl := range f.m.Tools() {
+			if tl.Name == name {
+				return true
+			}
+		}
+		return false
+	}
+	if has("go__extra") {
+		t.Fatal("go__extra offered before it exists")
+	}
+	if _, err := f.call(t, t.Context(), "go__grow", `{}`); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "go__extra to be offered", func() bool { return has("go__extra") })
+	if got, err := f.call(t, t.Context(), "go__extra", `{}`); err != nil || got != "extra" {
+		t.Errorf("extra = %q, %v", got, err)
+	}
+}
+
 func TestRestartOnNew(t *testing.T) {
 	srv, dir := goServer(t, "go", "1")
 	srv.RestartOnNew = true

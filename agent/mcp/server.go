@@ -58,6 +58,7 @@ type conn struct {
 	proc    *tools.Process // stdio only
 	stderr  *stderrTail
 	ended   chan struct{} // closed when the session has ended
+	relists sync.WaitGroup
 }
 
 func (s *server) run(ctx context.Context) {
@@ -134,7 +135,12 @@ func (s *server) connect(ctx context.Context) (*conn, error) {
 	}
 	startCtx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
-	client := sdk.NewClient(&sdk.Implementation{Name: "latch", Version: "1"}, &sdk.ClientOptions{Capabilities: &sdk.ClientCapabilities{}})
+	client := sdk.NewClient(&sdk.Implementation{Name: "latch", Version: "1"}, &sdk.ClientOptions{
+		Capabilities: &sdk.ClientCapabilities{},
+		// Not from the SDK's goroutine, which the listing's answer needs;
+		// stop waits for it.
+		ToolListChangedHandler: func(context.Context, *sdk.ToolListChangedRequest) { c.relists.Go(func() { s.relist(c) }) },
+	})
 	session, err := client.Connect(startCtx, transport, nil)
 	if err != nil {
 		c.stop()
@@ -145,13 +151,10 @@ func (s *server) connect(ctx context.Context) (*conn, error) {
 		_ = session.Wait()
 		close(c.ended)
 	}()
-	var list []*mcpTool
-	for t, err := range session.Tools(startCtx, nil) {
-		if err != nil {
-			c.stop()
-			return nil, s.explain(c, fmt.Errorf("list tools: %w", err))
-		}
-		list = append(list, t)
+	list, err := listTools(startCtx, session)
+	if err != nil {
+		c.stop()
+		return nil, s.explain(c, err)
 	}
 	offered, raw, skipped := namespace(s.cfg.Name, s.cfg.Tools, list)
 	s.mu.Lock()
@@ -159,6 +162,35 @@ func (s *server) connect(ctx context.Context) (*conn, error) {
 	s.mu.Unlock()
 	s.m.log.Info("MCP server running", "mcp_server", s.cfg.Name, "tools", len(offered), "not_offered", len(skipped))
 	return c, nil
+}
+
+func listTools(ctx context.Context, session *sdk.ClientSession) ([]*mcpTool, error) {
+	var list []*mcpTool
+	for t, err := range session.Tools(ctx, nil) {
+		if err != nil {
+			return nil, fmt.Errorf("list tools: %w", err)
+		}
+		list = append(list, t)
+	}
+	return list, nil
+}
+
+// relist reads c's tools again: the server said its list changed.
+func (s *server) relist(c *conn) {
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.Timeout)
+	defer cancel()
+	list, err := listTools(ctx, c.session)
+	if err != nil {
+		s.m.log.Warn("MCP server's changed tool list could not be read", "mcp_server", s.cfg.Name, "err", s.m.scrub(err.Error()))
+		return
+	}
+	offered, raw, skipped := namespace(s.cfg.Name, s.cfg.Tools, list)
+	s.mu.Lock()
+	if s.conn == c {
+		s.tools, s.raw, s.skipped = offered, raw, skipped
+	}
+	s.mu.Unlock()
+	s.m.log.Info("MCP server's tools changed", "mcp_server", s.cfg.Name, "tools", len(offered))
 }
 
 // explain adds the last line the server wrote to stderr, if any.
@@ -216,6 +248,7 @@ func (c *conn) stop() {
 		case <-time.After(stopGrace):
 		}
 	}
+	defer c.relists.Wait() // a closed session ends their listing
 	if c.proc != nil {
 		c.proc.Stdin().Close()
 		select {

@@ -160,6 +160,14 @@ func NewServer() *sdk.Server {
 				&sdk.ImageContent{MIMEType: "image/png", Data: []byte("\x89PNG\r\n\x1a\nfake")},
 			}}, nil, nil
 		})
+	sdk.AddTool(s, &sdk.Tool{Name: "grow", Description: "Add the tool extra (the server announces its changed list)."},
+		func(context.Context, *sdk.CallToolRequest, none) (*sdk.CallToolResult, any, error) {
+			sdk.AddTool(s, &sdk.Tool{Name: "extra", Description: "Added later."},
+				func(context.Context, *sdk.CallToolRequest, none) (*sdk.CallToolResult, any, error) {
+					return text("extra"), nil, nil
+				})
+			return text("grown"), nil, nil
+		})
 	sdk.AddTool(s, &sdk.Tool{Name: "fail", Description: "Fail with an error result."},
 		func(context.Context, *sdk.CallToolRequest, none) (*sdk.CallToolResult, any, error) {
 			return &sdk.CallToolResult{IsError: true, Content: []sdk.Content{&sdk.TextContent{Text: "it failed"}}}, nil, nil
