@@ -48,7 +48,7 @@ func (r *run) checkMCP(ctx context.Context) Check {
 		if st, err := control.NewClient(config.SocketPath(r.home)).Status(ctx); err == nil {
 			for _, l := range st.MCP {
 				parts = append(parts, "in the daemon: "+l)
-				if strings.Contains(l, "restarted") {
+				if strings.Contains(l, "started again") {
 					failed = true
 				}
 			}

@@ -273,7 +273,7 @@ func (s Status) Line() string {
 		b += fmt.Sprintf(", %d tools", s.Tools)
 	}
 	if s.Restarts > 0 {
-		b += fmt.Sprintf(", restarted %d times", s.Restarts)
+		b += fmt.Sprintf(", started again %d× after failing", s.Restarts)
 	}
 	if s.Err != "" {
 		b += " (last failure: " + s.Err + ")"

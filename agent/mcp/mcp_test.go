@@ -207,7 +207,7 @@ func TestCrashingServerIsRestartedAndReported(t *testing.T) {
 		t.Fatal("crash returned no error")
 	}
 	st := f.waitRunning(t, "go", 1)
-	if !strings.Contains(st.Err, "exit") || !strings.Contains(st.Line(), "restarted 1 times") {
+	if !strings.Contains(st.Err, "exit") || !strings.Contains(st.Line(), "started again 1× after failing") {
 		t.Errorf("status %q, want the exit and the restart reported", st.Line())
 	}
 	starts, _ := os.ReadFile(filepath.Join(dir, "started"))
