@@ -175,15 +175,18 @@ func mcpSecretsHeld(m fileMCP) bool {
 	return false
 }
 
-// mcpFileSecrets lists the MCP values of config.toml an error must not show.
+// mcpFileSecrets lists the MCP values of config.toml an error must not
+// show: the headers, and env values whose names say they are credentials.
 func mcpFileSecrets(m fileMCP) []string {
 	var out []string
 	for _, s := range m.Servers {
 		for _, v := range s.Headers {
 			out = append(out, v)
 		}
-		for _, v := range s.Env {
-			out = append(out, v)
+		for k, v := range s.Env {
+			if secretName(k) {
+				out = append(out, v)
+			}
 		}
 	}
 	return out
