@@ -52,6 +52,18 @@ func readWhenThere(t *testing.T, path string) string {
 	}
 }
 
+// waitMCPTools waits until r's MCP servers offer tools.
+func waitMCPTools(t *testing.T, r *running) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for len(r.d.mcp.Tools()) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("no MCP server runs: %v", r.d.mcp.StatusLines())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // TestE2EMCPServerCannotMintOrUnpair: an MCP server is the daemon's
 // child, so the control socket's ancestry check refuses it a pairing code
 // and an unpair, as it refuses a chat command.
@@ -82,13 +94,7 @@ func TestE2EMCPToolApprovedByButton(t *testing.T) {
 	withMCPServer(e, t.TempDir())
 	r := e.start()
 	e.pair()
-	deadline := time.Now().Add(30 * time.Second)
-	for len(r.d.mcp.Tools()) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("the MCP server did not start: %v", r.d.mcp.StatusLines())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitMCPTools(t, r)
 	fake.Script(
 		anthropictest.ToolUse("toolu_1", "go__echo", `{"text":"from the chat"}`),
 		anthropictest.Text("The server said it."),
@@ -134,13 +140,7 @@ func TestE2EMCPHeaderFromFileNeverShows(t *testing.T) {
 	f.Close()
 	r := e.start()
 	e.pair()
-	deadline := time.Now().Add(30 * time.Second)
-	for len(r.d.mcp.Tools()) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("the MCP server was not reached: %v", r.d.mcp.StatusLines())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitMCPTools(t, r)
 	fake.Script(anthropictest.ToolUse("toolu_1", "web__headers", `{}`), anthropictest.Text("Headers seen."))
 	e.say(owner, "what headers does the server get?")
 	e.waitReply(owner.ID, "Headers seen.")
