@@ -134,6 +134,9 @@ func (a *Agent) Reset(key SessionKey) error {
 	delete(a.always, key)
 	delete(a.tails, key)
 	a.mu.Unlock()
+	if a.cfg.Tools != nil && a.cfg.Tools.MCP != nil {
+		a.cfg.Tools.MCP.Reset()
+	}
 	return a.cfg.Store.Update(func(tx *store.Tx) error { return tx.DeleteSession(key.String()) })
 }
 
@@ -332,7 +335,7 @@ func (a *Agent) steps(ctx context.Context, key SessionKey, s *session, ev Events
 func (a *Agent) request(s *session) provider.Request {
 	return provider.Request{
 		Model: a.cfg.Model, System: a.systemPrompt(), MaxTokens: a.cfg.MaxTokens,
-		Messages: trimmed(s.Messages, a.cfg.ContextBudget), Tools: a.cfg.Policy.Defs(),
+		Messages: trimmed(s.Messages, a.cfg.ContextBudget), Tools: a.defs(),
 	}
 }
 
@@ -466,7 +469,7 @@ func toolCall(u provider.Block) ToolCall {
 // permit says whether the call may run; when it may not, reason is what the
 // model is told.
 func (a *Agent) permit(ctx context.Context, key SessionKey, s *session, useID string, call ToolCall, detail string, ev Events) (reason string, ok bool) {
-	switch a.cfg.Policy.For(call.Name) {
+	switch a.permission(call.Name) {
 	case Allow:
 		return "", true
 	case Deny:
@@ -543,11 +546,15 @@ type Status struct {
 	Provider, Model string
 	Messages        int
 	TokensToday     int
+	MCP             []string // each MCP server's state, one line each
 }
 
 // Status reports on key's session.
 func (a *Agent) Status(key SessionKey) (Status, error) {
 	st := Status{Model: a.cfg.Model, Provider: "none"}
+	if a.cfg.Tools != nil && a.cfg.Tools.MCP != nil {
+		st.MCP = a.cfg.Tools.MCP.StatusLines()
+	}
 	if a.cfg.Provider != nil {
 		st.Provider = a.cfg.Provider.Name()
 	}

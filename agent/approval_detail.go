@@ -7,6 +7,8 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/latchd/latch/agent/tools"
 )
 
 // ApprovalDetail is what an approval request shows of a call: for bash the
@@ -29,6 +31,12 @@ func ApprovalDetail(name string, input json.RawMessage) string {
 	}
 	json.Unmarshal(input, &a)
 	var b strings.Builder
+	if server, tool, ok := strings.Cut(name, mcpSeparator); ok {
+		// The arguments whole, credentials redacted: the server gets them
+		// as they are, the chat need not show the secret to be judged.
+		fmt.Fprintf(&b, "MCP server %q, tool %q\n%s", server, tool, tools.RedactJSON(input))
+		return Visible(b.String())
+	}
 	switch name {
 	case ToolBash:
 		b.WriteString(a.Command)

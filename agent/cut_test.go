@@ -172,15 +172,39 @@ func crashImage(t *testing.T, f *fixture) Config {
 // shutdown. It returns the image and what the turn returned.
 func crashInFirstCall(t *testing.T, f *fixture, text string) (crashed Config, turnErr error) {
 	t.Helper()
+	return cutWhileCallRuns(t, f, text, 1, true)
+}
+
+// cutWhileSecondCallRuns runs a turn of text until its second tool call
+// has started, then stops latch (cause ErrShutdown), after taking the
+// image of the store a crash would leave when crash is set. It returns
+// the config a restarted latch would use.
+func cutWhileSecondCallRuns(t *testing.T, f *fixture, text string, crash bool) Config {
+	t.Helper()
+	cfg, err := cutWhileCallRuns(t, f, text, 2, crash)
+	if !errors.Is(err, ErrShutdown) {
+		t.Fatalf("turn = %v, want ErrShutdown", err)
+	}
+	return cfg
+}
+
+// cutWhileCallRuns runs a turn of text until its nth tool call runs, then
+// stops it for a shutdown, with the store image of a crash taken just
+// before when crash is set (else f's own config).
+func cutWhileCallRuns(t *testing.T, f *fixture, text string, n int, crash bool) (Config, error) {
+	t.Helper()
 	ctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
 	ev := &recorder{}
 	done := make(chan error, 1)
 	go func() { done <- f.agent.Turn(ctx, chat, text, ev) }()
-	waitFor(t, "the first call runs", func() bool { s, _, _ := ev.snapshot(); return len(s) == 1 })
-	crashed = crashImage(t, f)
+	waitFor(t, "the call to run", func() bool { s, _, _ := ev.snapshot(); return len(s) == n })
+	cfg := f.cfg
+	if crash {
+		cfg = crashImage(t, f)
+	}
 	cancel(ErrShutdown)
-	return crashed, <-done
+	return cfg, <-done
 }
 
 // TestCutCalls: of an answer the output limit cut, the last call is never

@@ -24,20 +24,7 @@ func TestFinishedCallsSurviveARestart(t *testing.T) {
 			f := newFixture(t, func(c *Config) { c.Policy = Policy{ToolBash: Allow} })
 			f.fake.Script(anthropictest.ToolUse("toolu_1", ToolBash, `{"command":"echo deployed >> log; echo first done"}`).
 				AndToolUse("toolu_2", ToolBash, `{"command":"sleep 60"}`))
-			ctx, cancel := context.WithCancelCause(context.Background())
-			defer cancel(nil)
-			ev := &recorder{}
-			done := make(chan error, 1)
-			go func() { done <- f.agent.Turn(ctx, chat, "deploy", ev) }()
-			waitFor(t, "the second call runs", func() bool { s, _, _ := ev.snapshot(); return len(s) == 2 })
-			cfg := f.cfg
-			if crash {
-				cfg = crashImage(t, f)
-			}
-			cancel(ErrShutdown)
-			if err := <-done; !errors.Is(err, ErrShutdown) {
-				t.Fatalf("turn = %v, want ErrShutdown", err)
-			}
+			cfg := cutWhileSecondCallRuns(t, f, "deploy", crash)
 
 			f.fake.Script(anthropictest.Text("Deployed; the wait was cut."))
 			resumed := &recorder{}

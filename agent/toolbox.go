@@ -35,6 +35,51 @@ type Toolbox struct {
 	Reaper *tools.Reaper
 	// Cgroups gives each command a cgroup of its own; nil for none.
 	Cgroups *tools.Cgroups
+	// MCP offers the tools of the configured MCP servers; nil for none.
+	MCP MCPServers
+}
+
+// MCPServers is what the agent needs of the MCP client (agent/mcp): the
+// servers' tools, namespaced "server__tool" (a name latch's own tools
+// never have), their permissions, and calls.
+type MCPServers interface {
+	// Tools are the tools offered now, without those denied.
+	Tools() []provider.Tool
+	// Permission is "allow", "ask" or "deny" for a namespaced name.
+	Permission(name string) string
+	Call(ctx context.Context, name string, input json.RawMessage) (string, error)
+	// Reset is called on /new.
+	Reset()
+	// StatusLines describe the servers, one line each, for /status.
+	StatusLines() []string
+}
+
+// isMCPTool reports whether name is an MCP server's tool.
+func isMCPTool(name string) bool { return strings.Contains(name, mcpSeparator) }
+
+// mcpSeparator joins server and tool in an MCP tool's name (agent/mcp.Separator).
+const mcpSeparator = "__"
+
+// defs is what the model is offered: latch's tools the policy does not
+// deny, then the MCP servers'.
+func (a *Agent) defs() []provider.Tool {
+	defs := a.cfg.Policy.Defs()
+	if a.cfg.Tools != nil && a.cfg.Tools.MCP != nil {
+		defs = append(defs, a.cfg.Tools.MCP.Tools()...)
+	}
+	return defs
+}
+
+// permission is the policy for tool: an MCP tool's from its server's
+// configuration, latch's own from the policy.
+func (a *Agent) permission(tool string) Permission {
+	if isMCPTool(tool) {
+		if a.cfg.Tools == nil || a.cfg.Tools.MCP == nil {
+			return Deny
+		}
+		return Policy{tool: Permission(a.cfg.Tools.MCP.Permission(tool))}.For(tool)
+	}
+	return a.cfg.Policy.For(tool)
 }
 
 // File is a workspace file the agent hands to the chat.
@@ -148,6 +193,10 @@ func (tb *Toolbox) run(ctx context.Context, name string, input json.RawMessage) 
 		}
 		return fmt.Sprintf("sent %s (%d bytes) to the chat", fname, len(data)), &File{Name: fname, Data: data}, nil
 	}
+	if isMCPTool(name) && tb.MCP != nil {
+		out, err := tb.MCP.Call(ctx, name, input)
+		return out, nil, err
+	}
 	return "", nil, fmt.Errorf("unknown tool %q", name)
 }
 
@@ -166,6 +215,9 @@ func Summary(name string, input json.RawMessage) string {
 		Path, Command, URL, Method, Pattern, Content, Old, New string
 	}
 	json.Unmarshal(input, &a)
+	if server, tool, ok := strings.Cut(name, mcpSeparator); ok {
+		return oneLine(server+" › "+tool+" "+tools.RedactJSON(input), 200)
+	}
 	switch name {
 	case ToolBash:
 		return oneLine(a.Command, 200)

@@ -65,6 +65,7 @@ type Config struct {
 	Telegram TelegramConfig
 	Discord  DiscordConfig
 	Agent    AgentConfig
+	MCP      MCPConfig
 }
 
 // TelegramConfig configures the Telegram gateway.

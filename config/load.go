@@ -69,6 +69,7 @@ func (l Loader) load(home string, secrets *[]string) (*Config, error) {
 	var errs []error
 	if fc != nil {
 		errs = l.applyFile(cfg, fc)
+		errs = append(errs, l.applyMCPFile(cfg, fc.MCP, secrets)...)
 	}
 	errs = append(errs, l.applyEnv(cfg, secrets)...)
 	errs = append(errs, checkWorkspace(cfg)...)
@@ -109,6 +110,7 @@ func readConfigFile(path string, secrets *[]string) (*fileConfig, error) {
 	*secrets = append(*secrets, fc.Telegram.Token, strings.TrimSpace(fc.Telegram.Token),
 		fc.Agent.APIKey, strings.TrimSpace(fc.Agent.APIKey),
 		fc.Discord.Token, strings.TrimSpace(fc.Discord.Token), fc.Telegram.WebhookSecret)
+	*secrets = append(*secrets, mcpFileSecrets(fc.MCP)...)
 	var pe toml.ParseError
 	if errors.As(err, &pe) {
 		return nil, syntaxError(path, pe)
@@ -146,6 +148,9 @@ func secretsHeld(md toml.MetaData, fc *fileConfig) []string {
 	}
 	if md.IsDefined("telegram", "webhook_secret") || fc.Telegram.WebhookSecret != "" {
 		held = append(held, "telegram.webhook_secret")
+	}
+	if mcpSecretsHeld(fc.MCP) {
+		held = append(held, "mcp.servers headers or env")
 	}
 	return held
 }

@@ -19,6 +19,7 @@ type fileConfig struct {
 	Telegram fileTelegram `toml:"telegram"`
 	Discord  fileDiscord  `toml:"discord"`
 	Agent    fileAgent    `toml:"agent"`
+	MCP      fileMCP      `toml:"mcp"`
 }
 
 type fileTelegram struct {
@@ -107,7 +108,7 @@ func knownKey(k string) bool {
 			return true
 		}
 	}
-	return false
+	return knownMCPKey(k)
 }
 
 // checkKeys refuses any key outside the schema. MetaData.Undecoded alone is

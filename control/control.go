@@ -142,6 +142,9 @@ type Status struct {
 	// and the model it has. Config validation keeps credentials out of
 	// them (no user info, no query).
 	Endpoints map[string]string `json:"endpoints,omitempty"`
+	// MCP describes each MCP server the daemon runs, one line each
+	// (state, tools, restarts, last failure).
+	MCP []string `json:"mcp,omitempty"`
 }
 
 // Keys of Status.Endpoints.

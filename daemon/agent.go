@@ -5,6 +5,7 @@ import (
 	"log/slog"
 
 	"github.com/latchd/latch/agent"
+	"github.com/latchd/latch/agent/mcp"
 	"github.com/latchd/latch/agent/provider"
 	"github.com/latchd/latch/agent/provider/anthropic"
 	"github.com/latchd/latch/agent/provider/openai"
@@ -18,12 +19,13 @@ import (
 // A missing model is not an error: latch still works as a remote shell and
 // says how to add one. A nil log discards.
 func NewAgent(cfg *config.Config, db *store.DB, ws *tools.Workspace, log *slog.Logger) (*agent.Agent, error) {
-	return newAgent(cfg, db, ws, log, nil, nil)
+	return newAgent(cfg, db, ws, log, nil, nil, nil)
 }
 
 // newAgent is NewAgent with the daemon's orphan reaper and cgroups (nil
-// outside a daemon, which is no subreaper and makes no cgroups).
-func newAgent(cfg *config.Config, db *store.DB, ws *tools.Workspace, log *slog.Logger, reaper *tools.Reaper, cgroups *tools.Cgroups) (*agent.Agent, error) {
+// outside a daemon, which is no subreaper and makes no cgroups) and its
+// MCP servers (nil for none: `latch chat` without a daemon has none).
+func newAgent(cfg *config.Config, db *store.DB, ws *tools.Workspace, log *slog.Logger, reaper *tools.Reaper, cgroups *tools.Cgroups, servers *mcp.Manager) (*agent.Agent, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -39,17 +41,21 @@ func newAgent(cfg *config.Config, db *store.DB, ws *tools.Workspace, log *slog.L
 	if len(policy) == 0 {
 		policy = agent.DefaultPolicy()
 	}
+	tb := &agent.Toolbox{
+		Workspace:   ws,
+		Fetcher:     tools.NewFetcher(tools.FetchOptions{Allow: c.FetchAllow}),
+		BashTimeout: c.BashTimeout,
+		Reaper:      reaper,
+		Cgroups:     cgroups,
+	}
+	if servers != nil {
+		tb.MCP = servers
+	}
 	return agent.New(agent.Config{
 		Provider: p, Model: c.Model, MaxTokens: c.MaxTokens, MaxSteps: c.MaxSteps,
 		ContextBudget: c.ContextBudget, ApprovalTimeout: c.ApprovalTimeout, Policy: policy,
 		Store: db, Log: log.With("part", "agent"),
-		Tools: &agent.Toolbox{
-			Workspace:   ws,
-			Fetcher:     tools.NewFetcher(tools.FetchOptions{Allow: c.FetchAllow}),
-			BashTimeout: c.BashTimeout,
-			Reaper:      reaper,
-			Cgroups:     cgroups,
-		},
+		Tools: tb,
 	}), nil
 }
 

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/latchd/latch/agent/mcp/mcptest"
 	"github.com/latchd/latch/agent/provider/anthropic/anthropictest"
 	"github.com/latchd/latch/config"
 	"github.com/latchd/latch/store"
@@ -29,6 +30,7 @@ func TestMain(m *testing.M) {
 	if op := os.Getenv(operatorClientEnv); op != "" {
 		os.Exit(runOperatorClient(op))
 	}
+	mcptest.Main() // the MCP server of e2e_mcp_test.go
 	os.Exit(m.Run())
 }
 

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/latchd/latch/agent/mcp"
 	"github.com/latchd/latch/agent/tools"
 	"github.com/latchd/latch/config"
 	"github.com/latchd/latch/control"
@@ -71,6 +72,8 @@ type Daemon struct {
 	// cannot have them, and commands says why (control.Status.Commands).
 	cgroups  *tools.Cgroups
 	commands string
+	// mcp runs the configured MCP servers; nil for none.
+	mcp *mcp.Manager
 }
 
 // New returns a daemon for cfg.
@@ -150,7 +153,11 @@ func (d *Daemon) Run(ctx context.Context) error {
 	if err := ws.CleanInbox(); err != nil { // no download runs yet
 		d.Log.Warn("removing the part files of cut-short downloads from the inbox", "err", err)
 	}
-	ag, err := newAgent(d.Config, db, ws, d.Log, d.reaper, d.cgroups)
+	// Stopped in serve, before the reaper, which waits for them.
+	d.mcp = mcp.New(MCPOptions(d.Config, d.reaper, d.cgroups, d.Log.With("part", "mcp")))
+	d.mcp.Start(context.WithoutCancel(ctx))
+	defer d.mcp.Close() // a failed start; serve has closed it otherwise
+	ag, err := newAgent(d.Config, db, ws, d.Log, d.reaper, d.cgroups, d.mcp)
 	if err != nil {
 		return err
 	}
@@ -209,6 +216,8 @@ func (d *Daemon) serve(ctx context.Context, ctl *control.Server, gws []gateways.
 	defer reaping.Wait()
 	defer stopReaping()
 	defer d.bg.Wait()
+	// Once every turn has ended: each server with all it started.
+	defer d.mcp.Close()
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		if err := ctl.Serve(ctx); err != nil {

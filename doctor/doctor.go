@@ -108,6 +108,7 @@ var steps = []step{
 	{"telegram", true, (*run).checkTelegram},
 	{"webhook", true, (*run).checkWebhook},
 	{"model", true, (*run).checkModel},
+	{"mcp", true, (*run).checkMCP},
 	{"service", true, (*run).checkService},
 }
 

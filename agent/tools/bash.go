@@ -217,6 +217,7 @@ type job struct {
 	reaper *Reaper   // nil unless latch is a subreaper
 	group  *cmdGroup // nil without Cgroups
 	pause  func(killPhase)
+	server bool // a long-running server StartProcess started, not a command
 
 	mu      sync.Mutex
 	shell   procID // the started shell; see shellID
@@ -230,7 +231,11 @@ func (j *job) start() (release func(), err error) {
 	if j.reaper == nil {
 		err = j.cmd.Start()
 	} else {
-		release, err = j.reaper.start(j.cmd)
+		serverTag := ""
+		if j.server {
+			serverTag = j.tag
+		}
+		release, err = j.reaper.start(j.cmd, serverTag)
 	}
 	if err != nil {
 		return release, err

@@ -32,6 +32,9 @@ func BecomeSubreaper() error {
 type Reaper struct {
 	mu      sync.Mutex
 	tracked map[int]uint64 // shell pid → its start time (procID.start)
+	// servers are the tracked processes StartProcess started: long-running
+	// servers, pid → their LATCH_JOB tag entry. See adoptedOnlyFromUs.
+	servers map[int]string
 	// ended wakes Run when a command ends, so that after its context is
 	// done it notices that the last one has.
 	ended chan struct{}
@@ -39,15 +42,16 @@ type Reaper struct {
 
 // NewReaper returns a Reaper; pass it to RunBash through BashOptions.
 func NewReaper() *Reaper {
-	return &Reaper{tracked: make(map[int]uint64), ended: make(chan struct{}, 1)}
+	return &Reaper{tracked: make(map[int]uint64), servers: make(map[int]string), ended: make(chan struct{}, 1)}
 }
 
 // start starts cmd with the reaper locked, so the child is tracked before
 // the reaper could ever see it exit. The returned release, called once the
 // command is over and its shell reaped, also reaps what the command's end
 // killed: killTree waits for those to exit, so they are zombies by then,
-// and they must not wait for Run, which may have returned.
-func (r *Reaper) start(cmd *exec.Cmd) (release func(), err error) {
+// and they must not wait for Run, which may have returned. serverTag is
+// the tag entry of a server StartProcess starts, "" for a command.
+func (r *Reaper) start(cmd *exec.Cmd, serverTag string) (release func(), err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if err := cmd.Start(); err != nil {
@@ -58,9 +62,13 @@ func (r *Reaper) start(cmd *exec.Cmd) (release func(), err error) {
 	// it count as older than any orphan and so keeps killTree off them.
 	p, _ := readProc(pid)
 	r.tracked[pid] = p.start
+	if serverTag != "" {
+		r.servers[pid] = serverTag
+	}
 	return func() {
 		r.mu.Lock()
 		delete(r.tracked, pid)
+		delete(r.servers, pid)
 		r.mu.Unlock()
 		r.Reap()
 		select {
@@ -113,6 +121,23 @@ func (r *Reaper) running(except int) map[int]uint64 {
 	for pid, start := range r.tracked {
 		if pid != except {
 			out[pid] = start
+		}
+	}
+	return out
+}
+
+// serverTags returns the tag entries of the running servers other than
+// except, by pid. A nil Reaper knows of none.
+func (r *Reaper) serverTags(except int) map[int]string {
+	if r == nil {
+		return nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make(map[int]string, len(r.servers))
+	for pid, tag := range r.servers {
+		if pid != except {
+			out[pid] = tag
 		}
 	}
 	return out

@@ -349,3 +349,40 @@ func TestDescendsFrom(t *testing.T) {
 		t.Error("an unreadable process must count as a descendant (fail closed)")
 	}
 }
+
+// TestRunBashKillsUntaggedOrphansWhileAServerRuns: a long-running server
+// (StartProcess: an MCP server) is older than every orphan, yet a
+// command's untagged orphans still die with the command, and the server
+// lives on. Counted as a running command, the server would keep every
+// orphan alive.
+func TestRunBashKillsUntaggedOrphansWhileAServerRuns(t *testing.T) {
+	token, child := inSubreaper(t, "TestRunBashKillsUntaggedOrphansWhileAServerRuns")
+	if !child {
+		return
+	}
+	r := startSubreaper(t)
+	srv, err := StartProcess(ProcessOptions{Dir: t.TempDir(), Env: SafeEnv(), Reaper: r}, "/bin/sh", "-c", "exec sleep 1000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Kill()
+	tc := untaggedOrphan(token)
+	for _, mode := range []string{"timeout", "stop", "exit"} {
+		t.Run(mode, func(t *testing.T) {
+			dir := t.TempDir()
+			runEscapeMode(t, mode, BashOptions{Dir: dir, Reaper: r}, tc)
+			requireDead(t, readPIDs(t, dir, tc.n), token)
+		})
+	}
+	select {
+	case <-srv.Done():
+		t.Fatalf("the server was killed with a command: %v", srv.Err())
+	default:
+	}
+	srv.Kill()
+	if _, err := os.Stat(fmt.Sprintf("/proc/%d", srv.Pid())); err == nil {
+		if b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", srv.Pid())); !strings.Contains(string(b), ") Z") {
+			t.Errorf("the server runs after Kill: %s", b)
+		}
+	}
+}

@@ -306,6 +306,7 @@ func (k *treeKill) claim(procs []procInfo) []procInfo {
 	// Taken after the scan: a command that registers later started after
 	// every process of the snapshot, so it cannot have started any of them.
 	others := k.reaper.running(k.root.pid)
+	servers := k.reaper.serverTags(k.root.pid)
 	mine := make(map[int]bool)
 	checked := make(map[int]bool) // the tag and adoption were looked at
 	var found []procInfo
@@ -331,7 +332,7 @@ func (k *treeKill) claim(procs []procInfo) []procInfo {
 				continue
 			}
 			checked[p.pid] = true
-			if k.tagged(p.pid) || k.adoptedOnlyFromUs(p, others) {
+			if k.tagged(p.pid) || k.adoptedOnlyFromUs(p, others, servers) {
 				take(p)
 				grew = true
 			}
@@ -377,13 +378,16 @@ func (k *treeKill) linked(p procInfo, byPID map[int]procInfo) bool {
 // tagged reports whether process pid carries this command's LATCH_JOB tag.
 // The environment of another user's process cannot be read; nor can such a
 // process be signalled, so it is not missed.
-func (k *treeKill) tagged(pid int) bool {
+func (k *treeKill) tagged(pid int) bool { return hasEnvEntry(pid, k.tag) }
+
+// hasEnvEntry reports whether process pid's environment holds entry.
+func hasEnvEntry(pid int, entry string) bool {
 	env, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
 	if err != nil {
 		return false
 	}
-	for entry := range bytes.SplitSeq(env, []byte{0}) {
-		if string(entry) == k.tag {
+	for e := range bytes.SplitSeq(env, []byte{0}) {
+		if string(e) == entry {
 			return true
 		}
 	}
@@ -392,13 +396,22 @@ func (k *treeKill) tagged(pid int) bool {
 
 // adoptedOnlyFromUs reports whether p is an orphan latch adopted as a
 // subreaper that only this command can have left behind: every other
-// running command's shell started after p did.
-func (k *treeKill) adoptedOnlyFromUs(p procInfo, others map[int]uint64) bool {
+// running command's shell started after p did. A running server
+// (StartProcess) runs for as long as the daemon, so it would be older
+// than every orphan and no command's would be killed: servers are left
+// out of that comparison, and an orphan that carries a server's tag is
+// that server's, not this command's.
+func (k *treeKill) adoptedOnlyFromUs(p procInfo, others map[int]uint64, servers map[int]string) bool {
 	if k.reaper == nil || p.ppid != k.self {
 		return false
 	}
-	for _, start := range others {
-		if start <= p.start {
+	for pid, start := range others {
+		if _, server := servers[pid]; !server && start <= p.start {
+			return false
+		}
+	}
+	for _, tag := range servers {
+		if hasEnvEntry(p.pid, tag) {
 			return false
 		}
 	}

@@ -106,6 +106,9 @@ func printStatus(w io.Writer, running bool, st control.Status) {
 		default:
 			fmt.Fprintf(w, "  commands: ended by a walk of /proc (%s)\n", st.Commands)
 		}
+		for _, l := range st.MCP {
+			fmt.Fprintf(w, "  mcp:      %s\n", l)
+		}
 	} else {
 		fmt.Fprintln(w, "latch is not running")
 	}

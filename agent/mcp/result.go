@@ -1,0 +1,70 @@
+package mcp
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/latchd/latch/agent/tools"
+)
+
+// render turns a call's result into the text the model and the chat see:
+// text as it is; an image, audio or binary resource described (type and
+// size: latch's providers take tool results as text), an embedded text
+// resource with its URI, a link as its URI; structured content as JSON
+// when nothing else came. The text is scrubbed of the credentials latch
+// knows and of credential-looking lines, then capped at MaxResult.
+func (m *Manager) render(res *sdk.CallToolResult) string {
+	var b strings.Builder
+	for _, c := range res.Content {
+		if b.Len() > 0 {
+			b.WriteString("\n")
+		}
+		switch c := c.(type) {
+		case *sdk.TextContent:
+			b.WriteString(c.Text)
+		case *sdk.ImageContent:
+			fmt.Fprintf(&b, "[image: %s, %d bytes; not shown to the model]", oneLine(c.MIMEType, 80), len(c.Data))
+		case *sdk.AudioContent:
+			fmt.Fprintf(&b, "[audio: %s, %d bytes; not shown to the model]", oneLine(c.MIMEType, 80), len(c.Data))
+		case *sdk.ResourceLink:
+			fmt.Fprintf(&b, "[resource link: %s", oneLine(c.URI, 500))
+			if c.Name != "" {
+				fmt.Fprintf(&b, " (%s)", oneLine(c.Name, 200))
+			}
+			if c.MIMEType != "" {
+				fmt.Fprintf(&b, ", %s", oneLine(c.MIMEType, 80))
+			}
+			b.WriteString("]")
+		case *sdk.EmbeddedResource:
+			r := c.Resource
+			if r == nil {
+				b.WriteString("[empty resource]")
+				break
+			}
+			if r.Text != "" || len(r.Blob) == 0 {
+				fmt.Fprintf(&b, "[resource %s]\n%s", oneLine(r.URI, 500), r.Text)
+			} else {
+				fmt.Fprintf(&b, "[resource %s: %s, %d bytes; not shown to the model]", oneLine(r.URI, 500), oneLine(r.MIMEType, 80), len(r.Blob))
+			}
+		default:
+			fmt.Fprintf(&b, "[content of type %T not shown]", c)
+		}
+	}
+	if b.Len() == 0 && res.StructuredContent != nil {
+		if js, err := json.Marshal(res.StructuredContent); err == nil {
+			b.Write(js)
+		}
+	}
+	return capText(m.scrub(strings.ToValidUTF8(b.String(), "\uFFFD")))
+}
+
+// capText keeps the first MaxResult bytes of s and says what it left out.
+func capText(s string) string {
+	if len(s) <= MaxResult {
+		return s
+	}
+	return tools.CutText(s, MaxResult) + fmt.Sprintf("\n[result cut: showing the first %d of %d bytes; latch caps an MCP result at 64 KiB]", MaxResult, len(s))
+}

@@ -1,0 +1,437 @@
+package mcp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/latchd/latch/agent/provider"
+	"github.com/latchd/latch/agent/tools"
+)
+
+type (
+	callParams = sdk.CallToolParams
+	mcpTool    = sdk.Tool
+)
+
+// Restart back-off: the first retry after a second, doubling up to five
+// minutes; a server that stayed up a minute starts again from a second.
+const (
+	firstBackoff = time.Second
+	maxBackoff   = 5 * time.Minute
+	healthyAfter = time.Minute
+	// stopGrace is how long a stdio server has to exit after its stdin
+	// closes before it is killed whole.
+	stopGrace = 2 * time.Second
+)
+
+// server supervises one configured server: it starts it, lists its
+// tools, and starts it again with back-off whenever it goes down.
+type server struct {
+	m       *Manager
+	cfg     Server
+	restart chan struct{}
+
+	mu       sync.Mutex
+	conn     *conn // nil while down
+	state    string
+	tools    []provider.Tool
+	raw      map[string]bool
+	skipped  []string
+	restarts int
+	err      string
+	why      string // why a restart was asked for (not a failure)
+}
+
+// conn is one running session with the server.
+type conn struct {
+	session *sdk.ClientSession
+	proc    *tools.Process // stdio only
+	stderr  *stderrTail
+	ended   chan struct{} // closed when the session has ended
+	relists sync.WaitGroup
+}
+
+func (s *server) run(ctx context.Context) {
+	delay := firstBackoff
+	for {
+		s.setState("starting", nil)
+		c, err := s.connect(ctx)
+		if err == nil {
+			up := time.Now()
+			select {
+			case <-c.ended:
+			case <-ctx.Done():
+			}
+			err = s.down(c)
+			if ctx.Err() != nil {
+				return
+			}
+			if why := s.takeWhy(); why != "" {
+				// Asked for (/new, a call that timed out): at once.
+				s.m.log.Info("restarting MCP server", "mcp_server", s.cfg.Name, "why", why)
+				continue
+			}
+			if time.Since(up) >= healthyAfter {
+				delay = firstBackoff
+			}
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		if err == nil {
+			err = errors.New("the session ended")
+		}
+		s.failed(err)
+		s.m.log.Warn("MCP server is down; starting it again", "mcp_server", s.cfg.Name, "err", s.m.scrub(err.Error()), "in", delay)
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.restart:
+			s.takeWhy()
+		case <-time.After(delay):
+		}
+		delay = min(delay*2, maxBackoff)
+	}
+}
+
+// connect starts the server (or reaches it), initialises the session and
+// lists its tools, all within the server's timeout.
+func (s *server) connect(ctx context.Context) (*conn, error) {
+	c := &conn{ended: make(chan struct{})}
+	var transport sdk.Transport
+	if s.cfg.Command != "" {
+		path, err := exec.LookPath(s.cfg.Command)
+		if err != nil {
+			return nil, err
+		}
+		c.stderr = &stderrTail{}
+		p, err := tools.StartProcess(tools.ProcessOptions{
+			Dir: s.m.opts.Dir, Env: minimalEnv(s.m.opts.Environ, s.cfg.Env), Stderr: c.stderr,
+			Reaper: s.m.opts.Reaper, Cgroups: s.m.opts.Cgroups,
+		}, path, s.cfg.Args...)
+		if err != nil {
+			return nil, err
+		}
+		c.proc = p
+		transport = &sdk.IOTransport{Reader: p.Stdout(), Writer: p.Stdin(), MaxLineLength: maxFrame}
+	} else {
+		transport = &sdk.StreamableClientTransport{
+			Endpoint:             s.cfg.URL,
+			HTTPClient:           &http.Client{Transport: headerTransport{headers: s.cfg.Headers}},
+			DisableStandaloneSSE: true,
+			MaxRetries:           -1,
+			MaxEventSize:         maxFrame,
+		}
+	}
+	startCtx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
+	defer cancel()
+	client := sdk.NewClient(&sdk.Implementation{Name: "latch", Version: "1"}, &sdk.ClientOptions{
+		Capabilities: &sdk.ClientCapabilities{},
+		// Not from the SDK's goroutine, which the listing's answer needs;
+		// stop waits for it.
+		ToolListChangedHandler: func(context.Context, *sdk.ToolListChangedRequest) { c.relists.Go(func() { s.relist(c) }) },
+	})
+	session, err := client.Connect(startCtx, transport, nil)
+	if err != nil {
+		c.stop()
+		return nil, s.explain(c, fmt.Errorf("start: %w", err))
+	}
+	c.session = session
+	go func() {
+		_ = session.Wait()
+		close(c.ended)
+	}()
+	list, err := listTools(startCtx, session)
+	if err != nil {
+		c.stop()
+		return nil, s.explain(c, err)
+	}
+	offered, raw, skipped := namespace(s.cfg.Name, s.cfg.Tools, list)
+	s.mu.Lock()
+	s.conn, s.state, s.tools, s.raw, s.skipped = c, "running", offered, raw, skipped
+	s.mu.Unlock()
+	s.m.log.Info("MCP server running", "mcp_server", s.cfg.Name, "tools", len(offered), "not_offered", len(skipped))
+	return c, nil
+}
+
+func listTools(ctx context.Context, session *sdk.ClientSession) ([]*mcpTool, error) {
+	var list []*mcpTool
+	for t, err := range session.Tools(ctx, nil) {
+		if err != nil {
+			return nil, fmt.Errorf("list tools: %w", err)
+		}
+		list = append(list, t)
+	}
+	return list, nil
+}
+
+// relist reads c's tools again: the server said its list changed.
+func (s *server) relist(c *conn) {
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.Timeout)
+	defer cancel()
+	list, err := listTools(ctx, c.session)
+	if err != nil {
+		s.m.log.Warn("MCP server's changed tool list could not be read", "mcp_server", s.cfg.Name, "err", s.m.scrub(err.Error()))
+		return
+	}
+	offered, raw, skipped := namespace(s.cfg.Name, s.cfg.Tools, list)
+	s.mu.Lock()
+	if s.conn == c {
+		s.tools, s.raw, s.skipped = offered, raw, skipped
+	}
+	s.mu.Unlock()
+	s.m.log.Info("MCP server's tools changed", "mcp_server", s.cfg.Name, "tools", len(offered))
+}
+
+// explain adds the last line the server wrote to stderr, if any.
+func (s *server) explain(c *conn, err error) error {
+	if c.stderr != nil {
+		if line := c.stderr.lastLine(); line != "" {
+			return fmt.Errorf("%w (stderr: %s)", err, oneLine(line, 200))
+		}
+	}
+	return err
+}
+
+// down ends c: the session, then the process with all it started. It
+// returns why the server went down when it was not asked to.
+func (s *server) down(c *conn) error {
+	s.mu.Lock()
+	if s.conn == c {
+		s.conn, s.tools, s.raw = nil, nil, nil
+	}
+	s.mu.Unlock()
+	var err error
+	select {
+	case <-c.ended:
+		err = errors.New("the connection ended")
+		if c.proc != nil {
+			select {
+			case <-c.proc.Done():
+				err = fmt.Errorf("it exited (%v)", c.proc.Err())
+				if c.proc.Err() == nil {
+					err = errors.New("it exited")
+				}
+			case <-time.After(stopGrace):
+			}
+		}
+	default:
+	}
+	c.stop()
+	if err != nil {
+		return s.explain(c, err)
+	}
+	return nil
+}
+
+// stop closes the session and kills the process whole: closing stdin
+// first, as the protocol asks, then everything after stopGrace.
+func (c *conn) stop() {
+	if c.session != nil {
+		done := make(chan struct{})
+		go func() {
+			_ = c.session.Close()
+			close(done)
+		}()
+		select {
+		case <-done:
+		case <-time.After(stopGrace):
+		}
+	}
+	defer c.relists.Wait() // a closed session ends their listing
+	if c.proc != nil {
+		c.proc.Stdin().Close()
+		select {
+		case <-c.proc.Done():
+		case <-time.After(stopGrace):
+		}
+		c.proc.Kill()
+	}
+}
+
+// kill ends c at once (a call timed out): the supervisor starts the
+// server again.
+func (s *server) kill(c *conn, why string) {
+	s.mu.Lock()
+	s.err, s.state = why, "down"
+	s.restarts++
+	if s.conn == c {
+		s.conn, s.tools, s.raw = nil, nil, nil
+	}
+	s.mu.Unlock()
+	if c.proc != nil {
+		c.proc.Kill()
+	}
+	s.requestRestart(why)
+}
+
+func (s *server) requestRestart(why string) {
+	s.mu.Lock()
+	s.why = why
+	c := s.conn
+	s.mu.Unlock()
+	if c != nil && c.session != nil {
+		go c.session.Close() // ends the session, which the supervisor sees
+	}
+	select {
+	case s.restart <- struct{}{}:
+	default:
+	}
+}
+
+func (s *server) takeWhy() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	why := s.why
+	s.why = ""
+	// A wake-up left over from a request the supervisor already saw.
+	select {
+	case <-s.restart:
+	default:
+	}
+	return why
+}
+
+func (s *server) setState(state string, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.state = state
+	if err != nil {
+		s.err = s.m.scrub(err.Error())
+	}
+}
+
+func (s *server) failed(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.state = "down"
+	s.err = s.m.scrub(err.Error())
+	s.restarts++
+}
+
+func (s *server) current() *conn {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.conn
+}
+
+func (s *server) lastError() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err == "" {
+		return s.state
+	}
+	return s.err
+}
+
+func (s *server) hasTool(tool string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.raw[tool] || (s.conn == nil && (s.cfg.Tools == nil || slices.Contains(s.cfg.Tools, tool)))
+}
+
+func (s *server) toolList() []provider.Tool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.tools
+}
+
+func (s *server) status() Status {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := Status{Name: s.cfg.Name, Transport: "http", State: s.state, Tools: len(s.tools),
+		Restarts: s.restarts, Err: s.err, Skipped: slices.Clone(s.skipped)}
+	for _, t := range s.tools {
+		st.Offered = append(st.Offered, t.Name)
+	}
+	if s.cfg.Command != "" {
+		st.Transport = "stdio"
+	}
+	if st.State == "" {
+		st.State = "starting"
+	}
+	return st
+}
+
+// headerTransport adds the configured headers to every request.
+type headerTransport struct {
+	headers map[string]string
+}
+
+func (h headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	req = req.Clone(req.Context())
+	for k, v := range h.headers {
+		req.Header.Set(k, v)
+	}
+	return http.DefaultTransport.RoundTrip(req)
+}
+
+// minimalEnv is what a stdio server's environment holds: the variables a
+// program needs to find its tools, its home and its locale, and those the
+// configuration gives it. No bot token, API key or LATCH_* variable
+// reaches it unless the configuration names it.
+func minimalEnv(environ []string, extra map[string]string) []string {
+	if environ == nil {
+		environ = os.Environ()
+	}
+	keep := []string{"PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TZ", "TMPDIR", "TERM",
+		"XDG_RUNTIME_DIR", "XDG_CONFIG_HOME", "XDG_CACHE_HOME", "XDG_DATA_HOME"}
+	var env []string
+	for _, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		if _, set := extra[name]; set {
+			continue
+		}
+		if slices.Contains(keep, name) || strings.HasPrefix(name, "LC_") {
+			env = append(env, kv)
+		}
+	}
+	for _, k := range slices.Sorted(mapsKeys(extra)) {
+		env = append(env, k+"="+extra[k])
+	}
+	return env
+}
+
+func mapsKeys(m map[string]string) func(func(string) bool) {
+	return func(yield func(string) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+// stderrTail keeps the last 4 KiB a server wrote to stderr, for the
+// reason it failed.
+type stderrTail struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+func (t *stderrTail) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, p...)
+	if len(t.buf) > 4<<10 {
+		t.buf = slices.Clone(t.buf[len(t.buf)-4<<10:])
+	}
+	return len(p), nil
+}
+
+func (t *stderrTail) lastLine() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	lines := strings.Split(strings.TrimSpace(string(t.buf)), "\n")
+	return strings.TrimSpace(lines[len(lines)-1])
+}
