@@ -24,6 +24,8 @@ const HelpText = "latch — commands\n" +
 	"  /approve <id> · /always <id> · /deny <id>  answer an approval request\n" +
 	"  /stop       stop what is running\n" +
 	"  /status     what is running and how latch is doing\n" +
+	"  /every <schedule> <prompt or !command> · /at <time> …  schedule a job\n" +
+	"  /jobs · /jobs resume · /cancel <id>  list, resume, cancel jobs\n" +
 	"  /help       this list"
 
 // immediate answers the commands that must not queue behind a running job.
@@ -43,6 +45,8 @@ func (h *Hub) immediate(e store.Entry) (reply string, ok bool) {
 		return HelpText, true
 	case "pair":
 		return "This chat is already paired.", true
+	case "every", "at", "jobs", "cancel":
+		return h.jobCommand(e, name, arg), true
 	default:
 		return "Unknown command /" + name + ".\n\n" + HelpText, true
 	}

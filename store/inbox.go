@@ -46,6 +46,9 @@ type Entry struct {
 	// Extra holds what a gateway message carries beyond text (a button
 	// press, attachments), encoded by the caller.
 	Extra json.RawMessage `json:"extra,omitempty"`
+	// Job is the scheduled job whose run this entry is (store.Job.ID);
+	// 0 for what the chat sent.
+	Job uint64 `json:"job,omitempty"`
 }
 
 // AppendInbox stores e under the next sequence number, in state Received,

@@ -40,9 +40,10 @@ var (
 	bucketAudit    = []byte("audit")
 	bucketBots     = []byte("bots")
 	bucketSessions = []byte("sessions")
+	bucketJobs     = []byte("jobs")
 
 	allBuckets = [][]byte{bucketMeta, bucketLatches, bucketPending, bucketCursors,
-		bucketInbox, bucketCounters, bucketAudit, bucketBots, bucketSessions}
+		bucketInbox, bucketCounters, bucketAudit, bucketBots, bucketSessions, bucketJobs}
 
 	keySchema = []byte("schema")
 )
