@@ -65,6 +65,7 @@ type Config struct {
 	Telegram TelegramConfig
 	Discord  DiscordConfig
 	Agent    AgentConfig
+	Schedule ScheduleConfig
 }
 
 // TelegramConfig configures the Telegram gateway.

@@ -122,6 +122,7 @@ func testDefaults(h string) Config {
 		Home: h, Path: filepath.Join(h, "config.toml"),
 		Telegram: TelegramConfig{APIURL: "https://api.telegram.org", Verbosity: "normal", WebhookListen: "127.0.0.1:8443"},
 		Discord:  DiscordConfig{APIURL: "https://discord.com"},
+		Schedule: defaultSchedule(),
 		Agent: AgentConfig{
 			Workspace: filepath.Join(h, "workspace"), BashTimeout: time.Minute,
 			Provider: "none", MaxTokens: 4096, MaxSteps: 25, RequestTimeout: 5 * time.Minute,

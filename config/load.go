@@ -61,6 +61,7 @@ func (l Loader) load(home string, secrets *[]string) (*Config, error) {
 		Telegram: TelegramConfig{APIURL: DefaultTelegramAPIURL, Verbosity: "normal", WebhookListen: DefaultTelegramWebhookListen},
 		Discord:  DiscordConfig{APIURL: DefaultDiscordAPIURL},
 		Agent:    defaultAgent(home),
+		Schedule: defaultSchedule(),
 	}
 	fc, err := readConfigFile(cfg.Path, secrets)
 	if err != nil {
@@ -188,6 +189,7 @@ func (l Loader) applyFile(cfg *Config, fc *fileConfig) []error {
 		bad("telegram.verbosity", "must be quiet, normal or verbose")
 	}
 	applyTelegramWebhook(cfg, t, bad)
+	applySchedule(cfg, fc.Schedule, bad)
 
 	a := fc.Agent
 	if a.Workspace != "" {

@@ -19,6 +19,7 @@ type fileConfig struct {
 	Telegram fileTelegram `toml:"telegram"`
 	Discord  fileDiscord  `toml:"discord"`
 	Agent    fileAgent    `toml:"agent"`
+	Schedule fileSchedule `toml:"schedule"`
 }
 
 type fileTelegram struct {
@@ -102,7 +103,7 @@ var schemaKeys = []string{
 }
 
 func knownKey(k string) bool {
-	for _, s := range schemaKeys {
+	for _, s := range slices.Concat(schemaKeys, scheduleKeys) {
 		if k == s {
 			return true
 		}

@@ -22,6 +22,7 @@ import (
 	"github.com/latchd/latch/gateways/discord"
 	"github.com/latchd/latch/gateways/telegram"
 	"github.com/latchd/latch/pairing"
+	"github.com/latchd/latch/schedule"
 	"github.com/latchd/latch/service"
 	"github.com/latchd/latch/store"
 )
@@ -47,6 +48,9 @@ type Daemon struct {
 	// ShutdownGrace is how long running commands and turns may finish
 	// after a stop is requested; 0 means DefaultShutdownGrace.
 	ShutdownGrace time.Duration
+	// Clock is the scheduled jobs' time; nil means the system's (tests
+	// set a fake one).
+	Clock schedule.Clock
 
 	ready     chan struct{}
 	readyOnce sync.Once
@@ -56,6 +60,7 @@ type Daemon struct {
 	db     *store.DB
 	pairer *pairing.Pairer
 	hub    *gateways.Hub
+	sched  *schedule.Scheduler
 	byName map[string]gateways.Gateway
 	// chat runs `latch chat` turns on the same agent as the Hub.
 	chat *Chat
@@ -166,12 +171,14 @@ func (d *Daemon) Run(ctx context.Context) error {
 	for _, g := range gws {
 		d.byName[g.Name()] = g
 	}
+	d.sched = d.newScheduler(db)
 	d.hub = gateways.NewHub(gateways.Config{
 		Store: db, Pairer: pairer, Gateways: gws, Log: d.Log,
 		AllowGroups: map[string]bool{"telegram": d.Config.Telegram.AllowGroups, "discord": d.Config.Discord.AllowGroups},
 		Shell:       d.shell,
 		Agent:       ag,
 		Files:       ws,
+		Jobs:        d.sched,
 		Heartbeat:   d.heartbeat,
 		// Without a systemd watchdog the beat still refreshes STATUS=.
 		HeartbeatEvery: cmp.Or(watchdogEvery(), 30*time.Second),
@@ -242,6 +249,9 @@ func (d *Daemon) serve(ctx context.Context, ctl *control.Server, gws []gateways.
 			cancel()
 		}
 	})
+	// Its first round fires, or reports missed, what fell due while
+	// latch was down.
+	wg.Go(func() { d.sched.Run(ctx) })
 	close(d.ready)
 	d.Log.Info("latch is running", "home", d.Config.Home, "gateways", len(gws), "version", d.Version)
 	var err error

@@ -130,7 +130,7 @@ func chatError(err error) string {
 		return "No such job. /jobs lists them."
 	case errors.Is(err, ErrNotLatched):
 		return "This chat is not the one the bot is paired with."
-	case errors.As(err, new(*userError)):
+	case IsUserError(err):
 		return err.Error()
 	}
 	return "Could not do that; see the daemon's log."
@@ -140,6 +140,10 @@ func chatError(err error) string {
 type userError struct{ msg string }
 
 func (e *userError) Error() string { return e.msg }
+
+// IsUserError reports whether err is written for the owner: a schedule,
+// time or text that is not valid.
+func IsUserError(err error) bool { return errors.As(err, new(*userError)) }
 
 func userErrorf(format string, args ...any) error {
 	return &userError{fmt.Sprintf(format, args...)}

@@ -19,16 +19,18 @@ import (
 	"github.com/latchd/latch/store"
 )
 
-// Clock is the scheduler's time: tests drive a fake one.
+// Clock is the scheduler's time: tests drive a fake one. At fires once the
+// clock reads t or later — a deadline, not a duration, so a clock moved on
+// between reading it and waiting cannot make the wait overshoot.
 type Clock interface {
 	Now() time.Time
-	After(d time.Duration) <-chan time.Time
+	At(t time.Time) <-chan time.Time
 }
 
 type realClock struct{}
 
-func (realClock) Now() time.Time                         { return time.Now() }
-func (realClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
+func (realClock) Now() time.Time                  { return time.Now() }
+func (realClock) At(t time.Time) <-chan time.Time { return time.After(time.Until(t)) }
 
 // DefaultCatchUp is how late a run may still start (see Config.CatchUp).
 const DefaultCatchUp = time.Hour
@@ -86,6 +88,9 @@ func New(cfg Config) *Scheduler {
 	return &Scheduler{cfg: cfg, wake: make(chan struct{}, 1)}
 }
 
+// Now is the scheduler's time.
+func (s *Scheduler) Now() time.Time { return s.cfg.Clock.Now() }
+
 // Location is where the scheduler reads calendar schedules.
 func (s *Scheduler) Location() *time.Location { return s.cfg.Location }
 
@@ -96,17 +101,17 @@ func (s *Scheduler) Run(ctx context.Context) error {
 		next, err := s.Tick()
 		if err != nil {
 			s.cfg.Log.Error("scheduled jobs could not be fired; trying again", "err", err)
-			next = s.cfg.Clock.Now().Add(recheck)
+			next = time.Time{}
 		}
-		wait := recheck
-		if !next.IsZero() {
-			wait = min(max(next.Sub(s.cfg.Clock.Now()), 0), recheck)
+		at := s.cfg.Clock.Now().Add(recheck)
+		if !next.IsZero() && next.Before(at) {
+			at = next
 		}
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-s.wake:
-		case <-s.cfg.Clock.After(wait):
+		case <-s.cfg.Clock.At(at):
 		}
 	}
 }

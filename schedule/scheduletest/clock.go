@@ -13,8 +13,6 @@ type Clock struct {
 	mu     sync.Mutex
 	now    time.Time
 	timers []timer
-	// waits is signalled each time someone waits on the clock.
-	waits chan struct{}
 }
 
 type timer struct {
@@ -24,7 +22,7 @@ type timer struct {
 
 // NewClock returns a clock standing at now.
 func NewClock(now time.Time) *Clock {
-	return &Clock{now: now, waits: make(chan struct{}, 1024)}
+	return &Clock{now: now}
 }
 
 // Now is the clock's time.
@@ -34,26 +32,18 @@ func (c *Clock) Now() time.Time {
 	return c.now
 }
 
-// After fires once the clock has moved d on.
-func (c *Clock) After(d time.Duration) <-chan time.Time {
+// At fires once the clock reads t or later.
+func (c *Clock) At(t time.Time) <-chan time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	ch := make(chan time.Time, 1)
-	if d <= 0 {
+	if !t.After(c.now) {
 		ch <- c.now
 	} else {
-		c.timers = append(c.timers, timer{at: c.now.Add(d), c: ch})
-	}
-	select {
-	case c.waits <- struct{}{}:
-	default:
+		c.timers = append(c.timers, timer{at: t, c: ch})
 	}
 	return ch
 }
-
-// Waited is signalled whenever After is called: a test can wait for the
-// scheduler to go back to sleep.
-func (c *Clock) Waited() <-chan struct{} { return c.waits }
 
 // Advance moves the clock on by d.
 func (c *Clock) Advance(d time.Duration) { c.Set(c.Now().Add(d)) }
