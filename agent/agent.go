@@ -332,7 +332,7 @@ func (a *Agent) steps(ctx context.Context, key SessionKey, s *session, ev Events
 func (a *Agent) request(s *session) provider.Request {
 	return provider.Request{
 		Model: a.cfg.Model, System: a.systemPrompt(), MaxTokens: a.cfg.MaxTokens,
-		Messages: trimmed(s.Messages, a.cfg.ContextBudget), Tools: a.cfg.Policy.Defs(),
+		Messages: trimmed(s.Messages, a.cfg.ContextBudget), Tools: a.cfg.Tools.offered(a.cfg.Policy.Defs()),
 	}
 }
 
@@ -445,7 +445,7 @@ func (a *Agent) callTool(ctx context.Context, key SessionKey, s *session, u prov
 	}
 	ev.ToolStarted(call)
 	start := a.now()
-	out, file, err := a.cfg.Tools.run(ctx, u.Name, u.Input)
+	out, file, err := a.cfg.Tools.run(withToolCtx(ctx, key, a.cfg.Policy), u.Name, u.Input)
 	if err == nil && file != nil {
 		err = ev.File(*file)
 	}

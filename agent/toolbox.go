@@ -35,6 +35,9 @@ type Toolbox struct {
 	Reaper *tools.Reaper
 	// Cgroups gives each command a cgroup of its own; nil for none.
 	Cgroups *tools.Cgroups
+	// Schedule makes the schedule tool's jobs; nil: the tool says it is
+	// not available.
+	Schedule Scheduler
 }
 
 // File is a workspace file the agent hands to the chat.
@@ -60,6 +63,7 @@ var toolDefs = []provider.Tool{
 		Schema: schema(`"url":{"type":"string"},"method":{"type":"string","enum":["GET","POST"]},"body":{"type":"string"},"content_type":{"type":"string"},"headers":{"type":"object","additionalProperties":{"type":"string"}}`, "url")},
 	{Name: ToolSendFile, Description: "Send a file of the workspace to the owner's chat.",
 		Schema: schema(`"path":{"type":"string"}`, "path")},
+	scheduleDef,
 }
 
 func schema(props string, required ...string) json.RawMessage {
@@ -147,6 +151,9 @@ func (tb *Toolbox) run(ctx context.Context, name string, input json.RawMessage) 
 			return "", nil, err
 		}
 		return fmt.Sprintf("sent %s (%d bytes) to the chat", fname, len(data)), &File{Name: fname, Data: data}, nil
+	case ToolSchedule:
+		out, err := tb.schedule(ctx, input)
+		return out, nil, err
 	}
 	return "", nil, fmt.Errorf("unknown tool %q", name)
 }
@@ -185,6 +192,8 @@ func Summary(name string, input json.RawMessage) string {
 			s += " in " + a.Path
 		}
 		return oneLine(s, 200)
+	case ToolSchedule:
+		return oneLine(scheduleLine(input), 200)
 	}
 	return oneLine(a.Path, 200)
 }

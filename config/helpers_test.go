@@ -129,7 +129,7 @@ func testDefaults(h string) Config {
 			ContextBudget: 100000, ApprovalTimeout: 10 * time.Minute, InboxMaxMB: 1024,
 			Permissions: map[string]string{
 				"read_file": "allow", "list_files": "allow", "grep": "allow",
-				"write_file": "ask", "edit_file": "ask", "bash": "ask", "fetch": "ask", "send_file": "ask",
+				"write_file": "ask", "edit_file": "ask", "bash": "ask", "fetch": "ask", "send_file": "ask", "schedule": "ask",
 			},
 		},
 	}

@@ -98,6 +98,7 @@ var schemaKeys = []string{
 	"agent.permissions.bash",
 	"agent.permissions.fetch",
 	"agent.permissions.send_file",
+	"agent.permissions.schedule",
 	"agent.fetch",
 	"agent.fetch.allow",
 }

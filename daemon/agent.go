@@ -18,12 +18,13 @@ import (
 // A missing model is not an error: latch still works as a remote shell and
 // says how to add one. A nil log discards.
 func NewAgent(cfg *config.Config, db *store.DB, ws *tools.Workspace, log *slog.Logger) (*agent.Agent, error) {
-	return newAgent(cfg, db, ws, log, nil, nil)
+	return newAgent(cfg, db, ws, log, nil, nil, nil)
 }
 
-// newAgent is NewAgent with the daemon's orphan reaper and cgroups (nil
-// outside a daemon, which is no subreaper and makes no cgroups).
-func newAgent(cfg *config.Config, db *store.DB, ws *tools.Workspace, log *slog.Logger, reaper *tools.Reaper, cgroups *tools.Cgroups) (*agent.Agent, error) {
+// newAgent is NewAgent with the daemon's orphan reaper, cgroups and
+// scheduler (nil outside a daemon, which is no subreaper, makes no cgroups
+// and has no chat for a job to post to).
+func newAgent(cfg *config.Config, db *store.DB, ws *tools.Workspace, log *slog.Logger, reaper *tools.Reaper, cgroups *tools.Cgroups, sched agent.Scheduler) (*agent.Agent, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -49,6 +50,7 @@ func newAgent(cfg *config.Config, db *store.DB, ws *tools.Workspace, log *slog.L
 			BashTimeout: c.BashTimeout,
 			Reaper:      reaper,
 			Cgroups:     cgroups,
+			Schedule:    sched,
 		},
 	}), nil
 }

@@ -155,7 +155,8 @@ func (d *Daemon) Run(ctx context.Context) error {
 	if err := ws.CleanInbox(); err != nil { // no download runs yet
 		d.Log.Warn("removing the part files of cut-short downloads from the inbox", "err", err)
 	}
-	ag, err := newAgent(d.Config, db, ws, d.Log, d.reaper, d.cgroups)
+	d.sched = d.newScheduler(db)
+	ag, err := newAgent(d.Config, db, ws, d.Log, d.reaper, d.cgroups, agentScheduler{d.sched})
 	if err != nil {
 		return err
 	}
@@ -171,7 +172,6 @@ func (d *Daemon) Run(ctx context.Context) error {
 	for _, g := range gws {
 		d.byName[g.Name()] = g
 	}
-	d.sched = d.newScheduler(db)
 	d.hub = gateways.NewHub(gateways.Config{
 		Store: db, Pairer: pairer, Gateways: gws, Log: d.Log,
 		AllowGroups: map[string]bool{"telegram": d.Config.Telegram.AllowGroups, "discord": d.Config.Discord.AllowGroups},

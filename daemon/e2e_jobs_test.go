@@ -7,7 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/latchd/latch/agent/provider/anthropic/anthropictest"
 	"github.com/latchd/latch/control"
+	"github.com/latchd/latch/gateways/telegram/telegramtest"
 	"github.com/latchd/latch/schedule/scheduletest"
 )
 
@@ -77,5 +79,59 @@ func TestE2ENoJobsFromInsideARun(t *testing.T) {
 	jobs, err := e.client().JobsList(t.Context())
 	if err != nil || len(jobs) != 1 || jobs[0].ID != 1 {
 		t.Fatalf("jobs after the refused requests: %+v, %v", jobs, err)
+	}
+}
+
+// approveButton is the approve button of an approval request.
+func approveButton(t *testing.T, m telegramtest.Sent) string {
+	t.Helper()
+	for _, row := range m.Keyboard {
+		for _, b := range row {
+			if strings.HasPrefix(b.CallbackData, "approve:") {
+				return b.CallbackData
+			}
+		}
+	}
+	t.Fatalf("no approve button on %q", m.Current())
+	return ""
+}
+
+// TestE2EAgentSchedulesAJob: the schedule tool asks first, showing what
+// would run; once approved the job fires under the clock and the agent
+// gets the prompt as a turn of its own, marked as scheduled, and answers
+// in the chat.
+func TestE2EAgentSchedulesAJob(t *testing.T) {
+	e := newEnv(t)
+	clock := scheduletest.NewClock(time.Now())
+	e.clock = clock
+	fake := withModel(e)
+	e.start()
+	e.pair()
+	fake.Script(
+		anthropictest.ToolUse("toolu_1", "schedule", `{"schedule":"1h","text":"check the disk space"}`),
+		anthropictest.Text("I will check every hour."),
+	)
+	e.say(owner, "check the disk every hour")
+	m := e.waitReply(owner.ID, "Allow schedule?")
+	if !strings.Contains(m.Current(), "every 1h: check the disk space") {
+		t.Fatalf("approval request %q does not show the job", m.Current())
+	}
+	e.tg.SendCallback(telegramtest.Private(owner), owner, m.MessageID, approveButton(t, m))
+	e.waitReply(owner.ID, "I will check every hour.")
+	if !strings.Contains(string(fake.Requests()[1].Body), "scheduled as job #1") {
+		t.Fatalf("the tool result does not name the job: %s", fake.Requests()[1].Body)
+	}
+
+	fake.Script(anthropictest.Text("Disk is 40% full."))
+	clock.Advance(time.Hour)
+	e.waitReply(owner.ID, "⏰ Scheduled job #1 (1h):")
+	e.waitReply(owner.ID, "Disk is 40% full.")
+	reqs := fake.Requests()
+	if body := string(reqs[len(reqs)-1].Body); !strings.Contains(body, "[Scheduled job #1 (1h)") || !strings.Contains(body, "check the disk space") {
+		t.Fatalf("the scheduled turn's request: %s", body)
+	}
+	jobs, err := e.client().JobsList(t.Context())
+	if err != nil || len(jobs) != 1 || jobs[0].By != "agent" || jobs[0].Runs != 1 {
+		t.Fatalf("jobs = %+v, %v", jobs, err)
 	}
 }

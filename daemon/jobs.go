@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/latchd/latch/agent"
 	"github.com/latchd/latch/control"
 	"github.com/latchd/latch/schedule"
 	"github.com/latchd/latch/store"
@@ -42,12 +43,11 @@ func (d *Daemon) JobsAdd(ctx context.Context, req control.JobAddRequest) (contro
 		return control.JobInfo{}, fmt.Errorf("%q: %w", req.Gateway, control.ErrUnknownGateway)
 	}
 	n := schedule.NewJob{Gateway: req.Gateway, Spec: req.Schedule, Text: req.Text, By: "machine"}
+	var err error
 	if req.At != "" {
-		at, rest, err := schedule.ParseAt(req.At+" x", d.sched.Now(), d.sched.Location())
-		if err != nil || rest != "x" {
-			return control.JobInfo{}, fmt.Errorf("%w: %q is not a time (15:04, 2006-01-02 15:04, tomorrow 15:04, in 30m)", control.ErrBadJob, req.At)
+		if n.At, err = d.sched.Time(req.At); err != nil {
+			return control.JobInfo{}, fmt.Errorf("%w: %s", control.ErrBadJob, err)
 		}
-		n.At = at
 	}
 	j, err := d.sched.Add(n)
 	switch {
@@ -113,4 +113,31 @@ func (d *Daemon) pauseJobs(gateway string) string {
 	}
 	d.Log.Info("scheduled jobs paused by the unpair", "gateway", gateway, "jobs", n)
 	return fmt.Sprintf(" Its scheduled jobs (%d) are paused; after pairing again, /jobs resume runs them.", n)
+}
+
+// agentScheduler is the agent's schedule tool's way to the scheduler: a
+// job for the turn's own chat, made by the agent.
+type agentScheduler struct{ s *schedule.Scheduler }
+
+func (a agentScheduler) ScheduleFor(key agent.SessionKey, args agent.ScheduleArgs) (string, error) {
+	n := schedule.NewJob{Gateway: key.Gateway, ChatID: key.Chat, Spec: args.Schedule, Text: args.Text, By: "agent"}
+	if (args.Schedule == "") == (args.At == "") {
+		return "", errors.New("give either schedule or at")
+	}
+	var err error
+	if args.At != "" {
+		if n.At, err = a.s.Time(args.At); err != nil {
+			return "", err
+		}
+	}
+	j, err := a.s.Add(n)
+	switch {
+	case errors.Is(err, schedule.ErrNotLatched):
+		return "", errors.New("this session has no latched chat to post to")
+	case schedule.IsUserError(err):
+		return "", err
+	case err != nil:
+		return "", errors.New("the job could not be stored")
+	}
+	return fmt.Sprintf("scheduled as job #%d: %s", j.ID, a.s.Line(j)), nil
 }

@@ -202,6 +202,16 @@ func cutWords(s string, n int) (head, rest string, ok bool) {
 	return strings.Join(words, " "), strings.TrimSpace(rest), true
 }
 
+// Time reads a time alone, in the forms /at takes, for the machine's and
+// the agent's one-shot jobs.
+func (s *Scheduler) Time(at string) (time.Time, error) {
+	t, rest, err := ParseAt(at+" x", s.cfg.Clock.Now(), s.cfg.Location)
+	if err != nil || rest != "x" {
+		return time.Time{}, userErrorf("%q is not a time (15:04, 2006-01-02 15:04, tomorrow 15:04, in 30m)", at)
+	}
+	return t, nil
+}
+
 // ParseAt reads "/at"'s argument: the time, then the text. A time of day
 // alone means the next time it comes, in loc.
 func ParseAt(arg string, now time.Time, loc *time.Location) (time.Time, string, error) {
