@@ -3,11 +3,14 @@ package daemon
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/latchd/latch/agent/provider/anthropic/anthropictest"
+	"github.com/latchd/latch/config"
 	"github.com/latchd/latch/control"
 	"github.com/latchd/latch/gateways/telegram/telegramtest"
 	"github.com/latchd/latch/schedule/scheduletest"
@@ -133,5 +136,41 @@ func TestE2EAgentSchedulesAJob(t *testing.T) {
 	jobs, err := e.client().JobsList(t.Context())
 	if err != nil || len(jobs) != 1 || jobs[0].By != "agent" || jobs[0].Runs != 1 {
 		t.Fatalf("jobs = %+v, %v", jobs, err)
+	}
+}
+
+// TestE2ECutScheduledTurnIsNotResumed: a scheduled prompt whose turn a
+// restart cut is reported as interrupted after the restart, not resumed
+// (as a turn the owner sent would be) and not run again.
+func TestE2ECutScheduledTurnIsNotResumed(t *testing.T) {
+	e := newEnv(t)
+	clock := scheduletest.NewClock(time.Now())
+	e.clock = clock
+	fake := withModel(e)
+	withModelTweak := e.tweak
+	e.tweak = func(c *config.Config) { withModelTweak(c); c.Agent.Permissions["bash"] = "allow" }
+	r := e.start()
+	e.pair()
+	e.say(owner, "/every 1h run the long job")
+	e.waitReply(owner.ID, "⏰ Job #1")
+	marker := filepath.Join(e.home, "workspace", "ran")
+	fake.Script(anthropictest.ToolUse("toolu_1", "bash", `{"command":"echo x >> ran; sleep 30"}`))
+	clock.Advance(time.Hour)
+	waitFor(t, func() bool { b, _ := os.ReadFile(marker); return len(b) > 0 })
+	r.stop(t) // the grace is short: the turn is cut
+
+	asked := len(fake.Requests())
+	e.start()
+	m := e.waitReply(owner.ID, "interrupted by a restart of latch")
+	if !strings.Contains(m.Current(), "[Scheduled job #1") {
+		t.Fatalf("interrupted notice %q", m.Current())
+	}
+	e.say(owner, "!echo after-the-notice")
+	e.waitReply(owner.ID, "after-the-notice")
+	if n := len(fake.Requests()); n != asked {
+		t.Errorf("the model was asked %d more times: the cut turn was resumed", n-asked)
+	}
+	if b, _ := os.ReadFile(marker); string(b) != "x\n" {
+		t.Errorf("marker = %q: the job ran again", b)
 	}
 }

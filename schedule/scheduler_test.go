@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -452,4 +453,42 @@ func TestChatCommandErrors(t *testing.T) {
 	} {
 		want(t, f.say(t, text), prefix)
 	}
+}
+
+// TestUnpairDropsAQueuedRunSilently: a run queued when the chat is
+// unpaired is dropped, and so is the notice that announces it: an
+// unpaired chat hears nothing more of its jobs.
+func TestUnpairDropsAQueuedRunSilently(t *testing.T) {
+	f := newFixture(t)
+	f.say(t, "/every 1h !scheduled")
+	f.block.Store(true)
+	f.ingest(t, "!long")
+	<-f.runs
+	f.clock.Advance(time.Hour)
+	f.tick(t)
+	// Dispatched (so queued in the chat) once /status, behind it, is.
+	if got := f.say(t, "/status"); !strings.Contains(got, "queued: 2") {
+		t.Fatalf("status: %q", got)
+	}
+	if err := f.db.Update(func(tx *store.Tx) error { _, err := pairerFor(t).Unpair(tx, "telegram"); return err }); err != nil {
+		t.Fatal(err)
+	}
+	f.hub.Unlatched("telegram")
+	deadline := time.Now().Add(10 * time.Second)
+	for n := -1; n != 0; {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d inbox entries left", n)
+		}
+		f.db.View(func(tx *store.Tx) (err error) { n, err = tx.InboxLen(); return err })
+		runtime.Gosched()
+	}
+	f.stop() // every send has returned
+	f.gw.mu.Lock()
+	defer f.gw.mu.Unlock()
+	for _, s := range f.gw.sent {
+		if strings.HasPrefix(s, "⏰ Scheduled job #1 (1h):") {
+			t.Fatalf("the unpaired chat was sent %q", s)
+		}
+	}
+	noRun(t, f)
 }
