@@ -158,7 +158,7 @@ func TestTemplateDocumentsEveryKey(t *testing.T) {
 	}
 	walk("", reflect.TypeFor[fileConfig]())
 	slices.Sort(tagged)
-	schema := slices.Sorted(slices.Values(slices.Concat(schemaKeys, scheduleKeys)))
+	schema := slices.Sorted(slices.Values(allKeys()))
 	if !slices.Equal(tagged, schema) {
 		t.Fatalf("schemaKeys %q do not match fileConfig %q", schema, tagged)
 	}
