@@ -21,7 +21,9 @@ func TestLoadTranscribe(t *testing.T) {
 				c.Transcribe.MaxBytes, c.Transcribe.MaxDuration = 5<<20, 2*time.Minute
 			}},
 		{name: "key in the file", config: file(`base_url = "https://api.openai.com/v1"`+"\n"+`api_key = "`+testTranscribeKey+`"`, 0o600),
-			want: func(c *Config) { c.Transcribe.BaseURL, c.Transcribe.APIKey = "https://api.openai.com/v1", testTranscribeKey }},
+			want: func(c *Config) {
+				c.Transcribe.BaseURL, c.Transcribe.APIKey = "https://api.openai.com/v1", testTranscribeKey
+			}},
 		{name: "key file", config: file(`base_url = "https://api.groq.com/openai/v1"`+"\n"+`api_key_file = "keys/groq"`, 0o600),
 			files: []cfgFile{{name: "keys/groq", content: testTranscribeKey + "\n", mode: 0o600}},
 			want: func(c *Config) {

@@ -179,6 +179,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		Agent:       ag,
 		Files:       ws,
 		Jobs:        d.sched,
+		Transcribe:  d.transcription(),
 		Heartbeat:   d.heartbeat,
 		// Without a systemd watchdog the beat still refreshes STATUS=.
 		HeartbeatEvery: cmp.Or(watchdogEvery(), 30*time.Second),

@@ -93,6 +93,7 @@ func newEnv(t *testing.T) *env {
 		secrets := map[string]string{
 			"the Telegram token": testToken, "the Telegram token's secret part": strings.Split(testToken, ":")[1],
 			"the Discord token": discordToken, "the Anthropic key": modelKey, "the OpenAI key": openaiKey,
+			"the transcription key": transcribeKey,
 		}
 		e.mu.Lock()
 		for _, c := range e.minted {

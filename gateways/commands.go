@@ -369,7 +369,7 @@ func (h *Hub) typing(ctx context.Context, e store.Entry) (wait func()) {
 // are).
 func (h *Hub) runFiles(ctx context.Context, j *job, e store.Entry) {
 	if j == nil {
-		e.Text = h.saveFiles(ctx, e, decodeExtra(e).Files)
+		e.Text, _ = h.saveFiles(ctx, e, decodeExtra(e).Files)
 		h.send(ctx, e.Gateway, e.ChatID, Reply{Text: e.Text, ReplyTo: e.MessageID})
 		h.finish(e, true)
 		return
@@ -377,8 +377,13 @@ func (h *Hub) runFiles(ctx context.Context, j *job, e store.Entry) {
 	if h.stoppedEarly(ctx, j, e) {
 		return
 	}
-	// Under the job's context: /stop ends a download too.
-	e.Text = h.saveFiles(j.ctx, e, decodeExtra(e).Files)
+	// Under the job's context: /stop ends a download, and a
+	// transcription, too.
+	var heard []string
+	e.Text, heard = h.saveFiles(j.ctx, e, decodeExtra(e).Files)
+	if len(heard) > 0 && j.ctx.Err() == nil {
+		h.send(j.out, e.Gateway, e.ChatID, Reply{Text: echo(heard), ReplyTo: e.MessageID})
+	}
 	h.runTurn(ctx, j, e)
 }
 
