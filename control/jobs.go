@@ -96,12 +96,17 @@ func (s *Server) handleJobsAdd(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	job, err := jb.JobsAdd(r.Context(), req)
+	s.jobAnswer(w, r, "jobs add", job, err)
+}
+
+// jobAnswer answers a change to a job and logs who made it.
+func (s *Server) jobAnswer(w http.ResponseWriter, r *http.Request, op string, job JobInfo, err error) {
 	if err != nil {
-		s.backendError(w, "jobs add", err)
+		s.backendError(w, op, err)
 		return
 	}
 	peer, _ := PeerFromContext(r.Context())
-	s.log.Info("control: scheduled job added", "gateway", job.Gateway, "job", job.ID, "peer_pid", peer.PID)
+	s.log.Info("control: "+op, "gateway", job.Gateway, "job", job.ID, "peer_pid", peer.PID)
 	writeJSON(w, http.StatusOK, job)
 }
 
@@ -115,13 +120,7 @@ func (s *Server) handleJobsRemove(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	job, err := jb.JobsRemove(r.Context(), req.ID)
-	if err != nil {
-		s.backendError(w, "jobs rm", err)
-		return
-	}
-	peer, _ := PeerFromContext(r.Context())
-	s.log.Info("control: scheduled job removed", "gateway", job.Gateway, "job", job.ID, "peer_pid", peer.PID)
-	writeJSON(w, http.StatusOK, job)
+	s.jobAnswer(w, r, "jobs rm", job, err)
 }
 
 // JobsList lists the daemon's scheduled jobs.

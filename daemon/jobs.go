@@ -93,9 +93,13 @@ func (d *Daemon) jobsOperator(ctx context.Context) error {
 	return nil
 }
 
-func (d *Daemon) jobInfo(j store.Job) control.JobInfo {
+func (d *Daemon) jobInfo(j store.Job) control.JobInfo { return JobInfo(d.sched, j) }
+
+// JobInfo is j as the control API shows it; the CLI uses it too when no
+// daemon runs.
+func JobInfo(s *schedule.Scheduler, j store.Job) control.JobInfo {
 	return control.JobInfo{ID: j.ID, Gateway: j.Gateway, Schedule: j.Spec, Next: j.Next, Paused: j.Paused,
-		Text: j.Text, By: j.By, Runs: j.Runs, Missed: j.Missed, Line: d.sched.Line(j)}
+		Text: j.Text, By: j.By, Runs: j.Runs, Missed: j.Missed, Line: s.Line(j)}
 }
 
 // pauseJobs pauses an unpaired gateway's jobs and says so in the notice

@@ -285,9 +285,11 @@ func TestNoDoubleRunAfterKill9(t *testing.T) {
 	}
 }
 
-// TestRunQueuesBehindARunningCommand: a run that falls due while the chat's
-// command runs waits for it, in the chat's queue.
-func TestRunQueuesBehindARunningCommand(t *testing.T) {
+// queuedBehindLong makes job #1 (!scheduled, hourly), starts "!long",
+// which blocks, and fires the job's run, which queues behind it; /status
+// (dispatched after the run) shows it queued.
+func queuedBehindLong(t *testing.T) *fixture {
+	t.Helper()
 	f := newFixture(t)
 	f.say(t, "/every 1h !scheduled")
 	f.block.Store(true)
@@ -297,10 +299,16 @@ func TestRunQueuesBehindARunningCommand(t *testing.T) {
 	}
 	f.clock.Advance(time.Hour)
 	f.tick(t)
-	// Dispatched in inbox order, so /status sees the run queued.
 	if got := f.say(t, "/status"); !strings.Contains(got, "running: long") || !strings.Contains(got, "queued: 2") {
 		t.Fatalf("status while the run waits: %q", got)
 	}
+	return f
+}
+
+// TestRunQueuesBehindARunningCommand: a run that falls due while the chat's
+// command runs waits for it, in the chat's queue.
+func TestRunQueuesBehindARunningCommand(t *testing.T) {
+	f := queuedBehindLong(t)
 	f.block.Store(false)
 	got := map[string]bool{}
 	f.ingest(t, "/stop")
@@ -348,13 +356,7 @@ func TestCancelWhileRunning(t *testing.T) {
 // TestCancelDropsAQueuedRun: a run waiting behind another job is dropped
 // with its announcement.
 func TestCancelDropsAQueuedRun(t *testing.T) {
-	f := newFixture(t)
-	f.say(t, "/every 1h !scheduled")
-	f.block.Store(true)
-	f.ingest(t, "!long")
-	<-f.runs
-	f.clock.Advance(time.Hour)
-	f.tick(t)
+	f := queuedBehindLong(t)
 	want(t, f.say(t, "/cancel 1"), "Job #1 cancelled.")
 	f.block.Store(false)
 	f.ingest(t, "/stop")
@@ -459,17 +461,7 @@ func TestChatCommandErrors(t *testing.T) {
 // unpaired is dropped, and so is the notice that announces it: an
 // unpaired chat hears nothing more of its jobs.
 func TestUnpairDropsAQueuedRunSilently(t *testing.T) {
-	f := newFixture(t)
-	f.say(t, "/every 1h !scheduled")
-	f.block.Store(true)
-	f.ingest(t, "!long")
-	<-f.runs
-	f.clock.Advance(time.Hour)
-	f.tick(t)
-	// Dispatched (so queued in the chat) once /status, behind it, is.
-	if got := f.say(t, "/status"); !strings.Contains(got, "queued: 2") {
-		t.Fatalf("status: %q", got)
-	}
+	f := queuedBehindLong(t)
 	if err := f.db.Update(func(tx *store.Tx) error { _, err := pairerFor(t).Unpair(tx, "telegram"); return err }); err != nil {
 		t.Fatal(err)
 	}

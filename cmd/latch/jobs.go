@@ -11,6 +11,7 @@ import (
 
 	"github.com/latchd/latch/config"
 	"github.com/latchd/latch/control"
+	"github.com/latchd/latch/daemon"
 	"github.com/latchd/latch/pairing"
 	"github.com/latchd/latch/schedule"
 	"github.com/latchd/latch/store"
@@ -58,8 +59,7 @@ func jobsOffline(cfg *config.Config) ([]control.JobInfo, error) {
 		jobs, err := s.Jobs("")
 		var out []control.JobInfo
 		for _, j := range jobs {
-			out = append(out, control.JobInfo{ID: j.ID, Gateway: j.Gateway, Schedule: j.Spec, Next: j.Next,
-				Paused: j.Paused, Text: j.Text, By: j.By, Runs: j.Runs, Missed: j.Missed, Line: s.Line(j)})
+			out = append(out, daemon.JobInfo(s, j))
 		}
 		return out, err
 	})
