@@ -5,7 +5,9 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -172,5 +174,39 @@ func TestE2ECutScheduledTurnIsNotResumed(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(marker); string(b) != "x\n" {
 		t.Errorf("marker = %q: the job ran again", b)
+	}
+}
+
+// TestE2EKill9MidScheduledRun: SIGKILL while a scheduled command runs (a
+// real daemon process, the real clock). After the restart the run is
+// reported as interrupted, not run again, and the job does not fire again.
+func TestE2EKill9MidScheduledRun(t *testing.T) {
+	e := newEnv(t)
+	child := e.startChild()
+	e.pair()
+	marker := filepath.Join(e.home, "ran")
+	pidfile := filepath.Join(e.home, "pgid")
+	e.say(owner, "/at in 1s !echo $$ > "+pidfile+"; echo x >> "+marker+"; sleep 30")
+	e.waitReply(owner.ID, "⏰ Job #1: once")
+	waitFor(t, func() bool { b, _ := os.ReadFile(marker); return len(b) > 0 })
+	child.Process.Kill()
+	child.Wait()
+	if b, err := os.ReadFile(pidfile); err == nil {
+		if pgid, _ := strconv.Atoi(strings.TrimSpace(string(b))); pgid > 1 {
+			syscall.Kill(-pgid, syscall.SIGKILL)
+		}
+	}
+	e.startChild()
+	m := e.waitReply(owner.ID, "interrupted by a restart")
+	if !strings.Contains(m.Current(), "echo x >> ") {
+		t.Errorf("interrupted notice %q", m.Current())
+	}
+	e.say(owner, "/jobs")
+	e.waitReply(owner.ID, "No scheduled jobs.")
+	if b, _ := os.ReadFile(marker); string(b) != "x\n" {
+		t.Errorf("marker = %q: the run ran again", b)
+	}
+	if n := e.repliesTo(owner.ID, "⏰ Scheduled job #1"); n != 1 {
+		t.Errorf("the run was announced %d times:%s", n, e.describeSent())
 	}
 }
