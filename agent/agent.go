@@ -448,7 +448,7 @@ func (a *Agent) callTool(ctx context.Context, key SessionKey, s *session, u prov
 	}
 	ev.ToolStarted(call)
 	start := a.now()
-	out, file, err := a.cfg.Tools.run(ctx, u.Name, u.Input)
+	out, file, err := a.cfg.Tools.run(withToolCtx(ctx, key, a.cfg.Policy), u.Name, u.Input)
 	if err == nil && file != nil {
 		err = ev.File(*file)
 	}

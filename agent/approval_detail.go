@@ -64,6 +64,8 @@ func ApprovalDetail(name string, input json.RawMessage) string {
 		if a.Body != "" {
 			b.WriteString("\n\n" + a.Body)
 		}
+	case ToolSchedule:
+		b.WriteString(scheduleLine(input))
 	default:
 		return Summary(name, input)
 	}

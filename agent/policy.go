@@ -15,7 +15,7 @@ const (
 func DefaultPolicy() Policy {
 	return Policy{
 		ToolRead: Allow, ToolList: Allow, ToolGrep: Allow,
-		ToolWrite: Ask, ToolEdit: Ask, ToolBash: Ask, ToolFetch: Ask, ToolSendFile: Ask,
+		ToolWrite: Ask, ToolEdit: Ask, ToolBash: Ask, ToolFetch: Ask, ToolSendFile: Ask, ToolSchedule: Ask,
 	}
 }
 

@@ -37,6 +37,9 @@ type Toolbox struct {
 	Cgroups *tools.Cgroups
 	// MCP offers the tools of the configured MCP servers; nil for none.
 	MCP MCPServers
+	// Schedule makes the schedule tool's jobs; nil: the tool says it is
+	// not available.
+	Schedule Scheduler
 }
 
 // MCPServers is what the agent needs of the MCP client (agent/mcp): the
@@ -105,6 +108,7 @@ var toolDefs = []provider.Tool{
 		Schema: schema(`"url":{"type":"string"},"method":{"type":"string","enum":["GET","POST"]},"body":{"type":"string"},"content_type":{"type":"string"},"headers":{"type":"object","additionalProperties":{"type":"string"}}`, "url")},
 	{Name: ToolSendFile, Description: "Send a file of the workspace to the owner's chat.",
 		Schema: schema(`"path":{"type":"string"}`, "path")},
+	scheduleDef,
 }
 
 func schema(props string, required ...string) json.RawMessage {
@@ -192,6 +196,9 @@ func (tb *Toolbox) run(ctx context.Context, name string, input json.RawMessage) 
 			return "", nil, err
 		}
 		return fmt.Sprintf("sent %s (%d bytes) to the chat", fname, len(data)), &File{Name: fname, Data: data}, nil
+	case ToolSchedule:
+		out, err := tb.schedule(ctx, input)
+		return out, nil, err
 	}
 	if isMCPTool(name) && tb.MCP != nil {
 		out, err := tb.MCP.Call(ctx, name, input)
@@ -237,6 +244,8 @@ func Summary(name string, input json.RawMessage) string {
 			s += " in " + a.Path
 		}
 		return oneLine(s, 200)
+	case ToolSchedule:
+		return oneLine(scheduleLine(input), 200)
 	}
 	return oneLine(a.Path, 200)
 }

@@ -68,6 +68,7 @@ var defaultPermissions = []struct{ tool, perm string }{
 	{"bash", PermAsk},
 	{"fetch", PermAsk},
 	{"send_file", PermAsk},
+	{"schedule", PermAsk},
 }
 
 // DefaultPermissions returns a new map of every tool's default permission.

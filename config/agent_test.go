@@ -28,7 +28,7 @@ func TestAgentDefaults(t *testing.T) {
 	}
 	wantPerms := map[string]string{
 		"read_file": "allow", "list_files": "allow", "grep": "allow",
-		"write_file": "ask", "edit_file": "ask", "bash": "ask", "fetch": "ask", "send_file": "ask",
+		"write_file": "ask", "edit_file": "ask", "bash": "ask", "fetch": "ask", "send_file": "ask", "schedule": "ask",
 	}
 	if !reflect.DeepEqual(a.Permissions, wantPerms) {
 		t.Errorf("Permissions = %v, want %v", a.Permissions, wantPerms)
@@ -357,7 +357,7 @@ func TestLoadAgentPermissions(t *testing.T) {
 			want: func(c *Config) {
 				c.Agent.Permissions = map[string]string{
 					"read_file": "deny", "list_files": "ask", "grep": "deny", "write_file": "allow",
-					"edit_file": "deny", "bash": "deny", "fetch": "allow", "send_file": "allow",
+					"edit_file": "deny", "bash": "deny", "fetch": "allow", "send_file": "allow", "schedule": "ask",
 				}
 			},
 		},
@@ -370,7 +370,7 @@ func TestLoadAgentPermissions(t *testing.T) {
 		{name: "misspelt tool", config: perms(`bsh = "allow"`),
 			wantErr: []string{`$HOME/config.toml: unknown key "agent.permissions.bsh" (did you mean "agent.permissions.bash"?)`}},
 		{name: "unknown tool", config: perms(`shell = "deny"`),
-			wantErr: []string{`unknown key "agent.permissions.shell" (the tools are bash, edit_file, fetch, grep, list_files, read_file, send_file, write_file)`}},
+			wantErr: []string{`unknown key "agent.permissions.shell" (the tools are bash, edit_file, fetch, grep, list_files, read_file, schedule, send_file, write_file)`}},
 		{name: "tool in another case", config: perms(`Bash = "deny"`),
 			wantErr: []string{`unknown key "agent.permissions.Bash" (did you mean "agent.permissions.bash"?)`}},
 		{name: "unknown value", config: perms(`bash = "yes"`),

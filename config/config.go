@@ -60,12 +60,14 @@ const (
 // Config is the resolved configuration: defaults, then config.toml, then the
 // environment. All paths in it are absolute.
 type Config struct {
-	Home     string // resolved $LATCH_HOME
-	Path     string // config file path ($LATCH_HOME/config.toml)
-	Telegram TelegramConfig
-	Discord  DiscordConfig
-	Agent    AgentConfig
-	MCP      MCPConfig
+	Home       string // resolved $LATCH_HOME
+	Path       string // config file path ($LATCH_HOME/config.toml)
+	Telegram   TelegramConfig
+	Discord    DiscordConfig
+	Agent      AgentConfig
+	MCP        MCPConfig
+	Schedule   ScheduleConfig
+	Transcribe TranscribeConfig
 }
 
 // TelegramConfig configures the Telegram gateway.

@@ -163,7 +163,7 @@ func TestTemplateDocumentsEveryKey(t *testing.T) {
 	}
 	walk("", reflect.TypeFor[fileConfig]())
 	slices.Sort(tagged)
-	schema := slices.Sorted(slices.Values(schemaKeys))
+	schema := slices.Sorted(slices.Values(allKeys()))
 	if !slices.Equal(tagged, schema) {
 		t.Fatalf("schemaKeys %q do not match fileConfig %q", schema, tagged)
 	}

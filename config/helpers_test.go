@@ -120,15 +120,17 @@ type loadCase struct {
 func testDefaults(h string) Config {
 	return Config{
 		Home: h, Path: filepath.Join(h, "config.toml"),
-		Telegram: TelegramConfig{APIURL: "https://api.telegram.org", Verbosity: "normal", WebhookListen: "127.0.0.1:8443"},
-		Discord:  DiscordConfig{APIURL: "https://discord.com"},
+		Telegram:   TelegramConfig{APIURL: "https://api.telegram.org", Verbosity: "normal", WebhookListen: "127.0.0.1:8443"},
+		Discord:    DiscordConfig{APIURL: "https://discord.com"},
+		Schedule:   defaultSchedule(),
+		Transcribe: TranscribeConfig{Model: "whisper-1", MaxBytes: 20 << 20, MaxDuration: 10 * time.Minute, Timeout: 2 * time.Minute},
 		Agent: AgentConfig{
 			Workspace: filepath.Join(h, "workspace"), BashTimeout: time.Minute,
 			Provider: "none", MaxTokens: 4096, MaxSteps: 25, RequestTimeout: 5 * time.Minute,
 			ContextBudget: 100000, ApprovalTimeout: 10 * time.Minute, InboxMaxMB: 1024,
 			Permissions: map[string]string{
 				"read_file": "allow", "list_files": "allow", "grep": "allow",
-				"write_file": "ask", "edit_file": "ask", "bash": "ask", "fetch": "ask", "send_file": "ask",
+				"write_file": "ask", "edit_file": "ask", "bash": "ask", "fetch": "ask", "send_file": "ask", "schedule": "ask",
 			},
 		},
 	}
@@ -190,6 +192,7 @@ func (tt loadCase) run(t *testing.T) {
 	wantCfg.Telegram.TokenFile = expand(wantCfg.Telegram.TokenFile)
 	wantCfg.Agent.Workspace = expand(wantCfg.Agent.Workspace)
 	wantCfg.Agent.APIKeyFile = expand(wantCfg.Agent.APIKeyFile)
+	wantCfg.Transcribe.APIKeyFile = expand(wantCfg.Transcribe.APIKeyFile)
 	if !reflect.DeepEqual(*got, wantCfg) {
 		t.Errorf("Load:\n got %+v %+v\nwant %+v %+v", got.Telegram, got.Agent, wantCfg.Telegram, wantCfg.Agent)
 		if got.Telegram.Token != wantCfg.Telegram.Token {

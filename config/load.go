@@ -56,11 +56,13 @@ func (l Loader) load(home string, secrets *[]string) (*Config, error) {
 		return nil, fmt.Errorf("load config: %w", err)
 	}
 	cfg := &Config{
-		Home:     home,
-		Path:     filepath.Join(home, ConfigFile),
-		Telegram: TelegramConfig{APIURL: DefaultTelegramAPIURL, Verbosity: "normal", WebhookListen: DefaultTelegramWebhookListen},
-		Discord:  DiscordConfig{APIURL: DefaultDiscordAPIURL},
-		Agent:    defaultAgent(home),
+		Home:       home,
+		Path:       filepath.Join(home, ConfigFile),
+		Telegram:   TelegramConfig{APIURL: DefaultTelegramAPIURL, Verbosity: "normal", WebhookListen: DefaultTelegramWebhookListen},
+		Discord:    DiscordConfig{APIURL: DefaultDiscordAPIURL},
+		Agent:      defaultAgent(home),
+		Schedule:   defaultSchedule(),
+		Transcribe: defaultTranscribe(),
 	}
 	fc, err := readConfigFile(cfg.Path, secrets)
 	if err != nil {
@@ -72,6 +74,7 @@ func (l Loader) load(home string, secrets *[]string) (*Config, error) {
 		errs = append(errs, l.applyMCPFile(cfg, fc.MCP, secrets)...)
 	}
 	errs = append(errs, l.applyEnv(cfg, secrets)...)
+	errs = append(errs, readTranscribeKey(cfg, secrets)...)
 	errs = append(errs, checkWorkspace(cfg)...)
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
@@ -109,7 +112,8 @@ func readConfigFile(path string, secrets *[]string) (*fileConfig, error) {
 	// Whatever part of a secret was decoded must not show up in an error.
 	*secrets = append(*secrets, fc.Telegram.Token, strings.TrimSpace(fc.Telegram.Token),
 		fc.Agent.APIKey, strings.TrimSpace(fc.Agent.APIKey),
-		fc.Discord.Token, strings.TrimSpace(fc.Discord.Token), fc.Telegram.WebhookSecret)
+		fc.Discord.Token, strings.TrimSpace(fc.Discord.Token), fc.Telegram.WebhookSecret,
+		fc.Transcribe.APIKey, strings.TrimSpace(fc.Transcribe.APIKey))
 	*secrets = append(*secrets, mcpFileSecrets(fc.MCP)...)
 	var pe toml.ParseError
 	if errors.As(err, &pe) {
@@ -142,6 +146,9 @@ func secretsHeld(md toml.MetaData, fc *fileConfig) []string {
 	}
 	if md.IsDefined("agent", "api_key") || fc.Agent.APIKey != "" {
 		held = append(held, "agent.api_key")
+	}
+	if md.IsDefined("transcribe", "api_key") || fc.Transcribe.APIKey != "" {
+		held = append(held, "transcribe.api_key")
 	}
 	if md.IsDefined("discord", "token") || fc.Discord.Token != "" {
 		held = append(held, "discord.token")
@@ -193,6 +200,8 @@ func (l Loader) applyFile(cfg *Config, fc *fileConfig) []error {
 		bad("telegram.verbosity", "must be quiet, normal or verbose")
 	}
 	applyTelegramWebhook(cfg, t, bad)
+	applySchedule(cfg, fc.Schedule, bad)
+	l.applyTranscribe(cfg, fc.Transcribe, bad)
 
 	a := fc.Agent
 	if a.Workspace != "" {

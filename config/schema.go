@@ -16,10 +16,12 @@ import (
 // them into a Config, so every validation message is written by us and can
 // choose what it repeats back.
 type fileConfig struct {
-	Telegram fileTelegram `toml:"telegram"`
-	Discord  fileDiscord  `toml:"discord"`
-	Agent    fileAgent    `toml:"agent"`
-	MCP      fileMCP      `toml:"mcp"`
+	Telegram   fileTelegram   `toml:"telegram"`
+	Discord    fileDiscord    `toml:"discord"`
+	Agent      fileAgent      `toml:"agent"`
+	MCP        fileMCP        `toml:"mcp"`
+	Schedule   fileSchedule   `toml:"schedule"`
+	Transcribe fileTranscribe `toml:"transcribe"`
 }
 
 type fileTelegram struct {
@@ -98,12 +100,17 @@ var schemaKeys = []string{
 	"agent.permissions.bash",
 	"agent.permissions.fetch",
 	"agent.permissions.send_file",
+	"agent.permissions.schedule",
 	"agent.fetch",
 	"agent.fetch.allow",
 }
 
+// allKeys is schemaKeys with the keys of the sections kept in files of
+// their own.
+func allKeys() []string { return slices.Concat(schemaKeys, scheduleKeys, transcribeKeys) }
+
 func knownKey(k string) bool {
-	for _, s := range schemaKeys {
+	for _, s := range allKeys() {
 		if k == s {
 			return true
 		}
@@ -179,7 +186,7 @@ func describeUnknown(k string) string {
 // suggestKey returns the schema key closest to k if it is a likely typo.
 func suggestKey(k string) string {
 	best, bestDist := "", 3
-	for _, s := range schemaKeys {
+	for _, s := range allKeys() {
 		if d := editDistance(strings.ToLower(k), s); d < bestDist {
 			best, bestDist = s, d
 		}
@@ -246,7 +253,7 @@ func scrubTOMLMessage(msg string) string {
 // keyPart reports whether s is a part of a schema key between dots, such as
 // "approval_timeout", which is long enough to look like a value.
 func keyPart(s string) bool {
-	for _, k := range schemaKeys {
+	for _, k := range allKeys() {
 		for part := range strings.SplitSeq(k, ".") {
 			if part == s {
 				return true

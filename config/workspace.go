@@ -25,6 +25,7 @@ func checkWorkspace(cfg *Config) []error {
 		{"telegram.token_file", cfg.Telegram.TokenFile},
 		{"discord.token_file", cfg.Discord.TokenFile},
 		{"agent.api_key_file", cfg.Agent.APIKeyFile},
+		{"transcribe.api_key_file", cfg.Transcribe.APIKeyFile},
 	} {
 		if f.path != "" && within(resolveExisting(f.path), ws) {
 			errs = append(errs, fmt.Errorf("%s: %s: %s is inside agent.workspace, where the agent's file tools would read it; keep it outside",

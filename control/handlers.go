@@ -50,6 +50,10 @@ func (s *Server) routes() http.Handler {
 		"/v1/chat/info":    {http.MethodGet, s.handleChatInfo},
 		"/v1/chat/approve": {http.MethodPost, s.handleChatApprove},
 		"/v1/chat/new":     {http.MethodPost, s.handleChatNew},
+		// Scheduled jobs (jobs.go).
+		"/v1/jobs":     {http.MethodGet, s.handleJobs},
+		"/v1/jobs/add": {http.MethodPost, s.handleJobsAdd},
+		"/v1/jobs/rm":  {http.MethodPost, s.handleJobsRemove},
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rt, ok := table[r.URL.Path]
@@ -132,6 +136,8 @@ func (s *Server) backendError(w http.ResponseWriter, op string, err error) {
 		status, code = http.StatusConflict, codeNotLatched
 	case errors.Is(err, ErrRefused):
 		status, code = http.StatusForbidden, codeRefused
+	case errors.Is(err, ErrBadJob):
+		status, code = http.StatusBadRequest, codeBadJob
 	default:
 		s.log.Error("control: backend failed", "op", op, "err", err)
 		writeError(w, http.StatusInternalServerError, codeInternal,

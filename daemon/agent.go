@@ -19,13 +19,14 @@ import (
 // A missing model is not an error: latch still works as a remote shell and
 // says how to add one. A nil log discards.
 func NewAgent(cfg *config.Config, db *store.DB, ws *tools.Workspace, log *slog.Logger) (*agent.Agent, error) {
-	return newAgent(cfg, db, ws, log, nil, nil, nil)
+	return newAgent(cfg, db, ws, log, nil, nil, nil, nil)
 }
 
 // newAgent is NewAgent with the daemon's orphan reaper and cgroups (nil
-// outside a daemon, which is no subreaper and makes no cgroups) and its
-// MCP servers (nil for none: `latch chat` without a daemon has none).
-func newAgent(cfg *config.Config, db *store.DB, ws *tools.Workspace, log *slog.Logger, reaper *tools.Reaper, cgroups *tools.Cgroups, servers *mcp.Manager) (*agent.Agent, error) {
+// outside a daemon, which is no subreaper and makes no cgroups), its MCP
+// servers (nil for none: `latch chat` without a daemon has none) and its
+// scheduler (nil outside a daemon, which has no chat for a job to post to).
+func newAgent(cfg *config.Config, db *store.DB, ws *tools.Workspace, log *slog.Logger, reaper *tools.Reaper, cgroups *tools.Cgroups, servers *mcp.Manager, sched agent.Scheduler) (*agent.Agent, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -47,6 +48,7 @@ func newAgent(cfg *config.Config, db *store.DB, ws *tools.Workspace, log *slog.L
 		BashTimeout: c.BashTimeout,
 		Reaper:      reaper,
 		Cgroups:     cgroups,
+		Schedule:    sched,
 	}
 	if servers != nil {
 		tb.MCP = servers

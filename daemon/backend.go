@@ -11,6 +11,7 @@ import (
 	"github.com/latchd/latch/control"
 	"github.com/latchd/latch/gateways"
 	"github.com/latchd/latch/pairing"
+	"github.com/latchd/latch/schedule"
 	"github.com/latchd/latch/store"
 )
 
@@ -117,6 +118,9 @@ func UnpairOffline(db *store.DB, p *pairing.Pairer, gateway string) (*store.Latc
 		if old, err = p.Unpair(tx, gateway); err != nil || old == nil {
 			return err
 		}
+		if _, err := schedule.PauseIn(tx, gateway); err != nil {
+			return err
+		}
 		return queueNotice(tx, old, unpairNotice(whileStopped))
 	})
 	return old, err
@@ -160,7 +164,7 @@ func (d *Daemon) Unpair(ctx context.Context, gateway string) error {
 	// The chat no longer controls anything: what it set going stops too,
 	// the running job and what waits behind it.
 	d.hub.Unlatched(gateway)
-	d.announce(old, unpairNotice(""))
+	d.announce(old, unpairNotice("")+d.pauseJobs(gateway))
 	return nil
 }
 

@@ -23,6 +23,7 @@ import (
 	"github.com/latchd/latch/gateways/discord"
 	"github.com/latchd/latch/gateways/telegram"
 	"github.com/latchd/latch/pairing"
+	"github.com/latchd/latch/schedule"
 	"github.com/latchd/latch/service"
 	"github.com/latchd/latch/store"
 )
@@ -48,6 +49,9 @@ type Daemon struct {
 	// ShutdownGrace is how long running commands and turns may finish
 	// after a stop is requested; 0 means DefaultShutdownGrace.
 	ShutdownGrace time.Duration
+	// Clock is the scheduled jobs' time; nil means the system's (tests
+	// set a fake one).
+	Clock schedule.Clock
 
 	ready     chan struct{}
 	readyOnce sync.Once
@@ -57,6 +61,7 @@ type Daemon struct {
 	db     *store.DB
 	pairer *pairing.Pairer
 	hub    *gateways.Hub
+	sched  *schedule.Scheduler
 	byName map[string]gateways.Gateway
 	// chat runs `latch chat` turns on the same agent as the Hub.
 	chat *Chat
@@ -157,7 +162,8 @@ func (d *Daemon) Run(ctx context.Context) error {
 	d.mcp = mcp.New(MCPOptions(d.Config, d.reaper, d.cgroups, d.Log.With("part", "mcp")))
 	d.mcp.Start(context.WithoutCancel(ctx))
 	defer d.mcp.Close() // a failed start; serve has closed it otherwise
-	ag, err := newAgent(d.Config, db, ws, d.Log, d.reaper, d.cgroups, d.mcp)
+	d.sched = d.newScheduler(db)
+	ag, err := newAgent(d.Config, db, ws, d.Log, d.reaper, d.cgroups, d.mcp, agentScheduler{d.sched})
 	if err != nil {
 		return err
 	}
@@ -179,6 +185,8 @@ func (d *Daemon) Run(ctx context.Context) error {
 		Shell:       d.shell,
 		Agent:       ag,
 		Files:       ws,
+		Jobs:        d.sched,
+		Transcribe:  d.transcription(),
 		Heartbeat:   d.heartbeat,
 		// Without a systemd watchdog the beat still refreshes STATUS=.
 		HeartbeatEvery: cmp.Or(watchdogEvery(), 30*time.Second),
@@ -251,6 +259,9 @@ func (d *Daemon) serve(ctx context.Context, ctl *control.Server, gws []gateways.
 			cancel()
 		}
 	})
+	// Its first round fires, or reports missed, what fell due while
+	// latch was down.
+	wg.Go(func() { d.sched.Run(ctx) })
 	close(d.ready)
 	d.Log.Info("latch is running", "home", d.Config.Home, "gateways", len(gws), "version", d.Version)
 	var err error

@@ -15,6 +15,7 @@ import (
 	"github.com/latchd/latch/control"
 	"github.com/latchd/latch/gateways/telegram/telegramtest"
 	"github.com/latchd/latch/pairing"
+	"github.com/latchd/latch/schedule"
 )
 
 // testToken looks like a real bot token, so a leak is easy to grep for.
@@ -55,6 +56,8 @@ type env struct {
 	// grace is the daemons' shutdown grace; short, so tests that stop a
 	// daemon mid-command do not wait.
 	grace time.Duration
+	// clock is the scheduled jobs' time; nil for the system's.
+	clock schedule.Clock
 
 	mu     sync.Mutex
 	offset time.Duration
@@ -90,6 +93,7 @@ func newEnv(t *testing.T) *env {
 		secrets := map[string]string{
 			"the Telegram token": testToken, "the Telegram token's secret part": strings.Split(testToken, ":")[1],
 			"the Discord token": discordToken, "the Anthropic key": modelKey, "the OpenAI key": openaiKey,
+			"the transcription key": transcribeKey,
 		}
 		e.mu.Lock()
 		for _, c := range e.minted {
@@ -147,6 +151,7 @@ func (e *env) start() *running {
 	d := New(e.config(), log, "test")
 	d.Now = e.now
 	d.ShutdownGrace = e.grace
+	d.Clock = e.clock
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &running{d: d, cancel: cancel, done: make(chan error, 1)}
 	go func() { r.done <- d.Run(ctx) }()

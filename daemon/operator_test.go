@@ -36,6 +36,12 @@ func runOperatorClient(op string) int {
 	case "unpair":
 		err = c.Unpair(ctx, "telegram")
 		done = "UNPAIRED"
+	case "jobs-add":
+		_, err = c.JobsAdd(ctx, control.JobAddRequest{Gateway: "telegram", Schedule: "1h", Text: "!id"})
+		done = "ADDED"
+	case "jobs-rm":
+		_, err = c.JobsRemove(ctx, 1)
+		done = "REMOVED"
 	default:
 		err = fmt.Errorf("unknown operation %q", op)
 	}

@@ -23,6 +23,8 @@ const HelpText = "latch — commands\n" +
 	"  /approve <id> · /always <id> · /deny <id>  answer an approval request\n" +
 	"  /stop       stop what is running\n" +
 	"  /status     what is running and how latch is doing\n" +
+	"  /every <schedule> <prompt or !command> · /at <time> …  schedule a job\n" +
+	"  /jobs · /jobs resume · /cancel <id>  list, resume, cancel jobs\n" +
 	"  /help       this list"
 
 // immediate answers the commands that must not queue behind a running job.
@@ -42,6 +44,8 @@ func (h *Hub) immediate(e store.Entry) (reply string, ok bool) {
 		return HelpText, true
 	case "pair":
 		return "This chat is already paired.", true
+	case "every", "at", "jobs", "cancel":
+		return h.jobCommand(e, name, arg), true
 	default:
 		return "Unknown command /" + name + ".\n\n" + HelpText, true
 	}
@@ -322,7 +326,7 @@ func (h *Hub) typing(ctx context.Context, e store.Entry) (wait func()) {
 // are).
 func (h *Hub) runFiles(ctx context.Context, j *job, e store.Entry) {
 	if j == nil {
-		e.Text = h.saveFiles(ctx, e, decodeExtra(e).Files)
+		e.Text, _ = h.saveFiles(ctx, e, decodeExtra(e).Files)
 		h.send(ctx, e.Gateway, e.ChatID, Reply{Text: e.Text, ReplyTo: e.MessageID})
 		h.finish(e, true)
 		return
@@ -330,8 +334,13 @@ func (h *Hub) runFiles(ctx context.Context, j *job, e store.Entry) {
 	if h.stoppedEarly(ctx, j, e) {
 		return
 	}
-	// Under the job's context: /stop ends a download too.
-	e.Text = h.saveFiles(j.ctx, e, decodeExtra(e).Files)
+	// Under the job's context: /stop ends a download, and a
+	// transcription, too.
+	var heard []string
+	e.Text, heard = h.saveFiles(j.ctx, e, decodeExtra(e).Files)
+	if len(heard) > 0 && j.ctx.Err() == nil {
+		h.send(j.out, e.Gateway, e.ChatID, Reply{Text: echo(heard), ReplyTo: e.MessageID})
+	}
 	h.runTurn(ctx, j, e)
 }
 

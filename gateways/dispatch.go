@@ -212,7 +212,10 @@ func isShellCommand(e store.Entry) bool {
 // resumable: an agent turn (not a !command, not already a resumed one)
 // with a model to continue it.
 func (h *Hub) resumable(e store.Entry) bool {
-	if e.Kind != store.KindMessage || h.cfg.Agent == nil || !h.cfg.Agent.Enabled() {
+	// A scheduled run is reported, never resumed: nobody asked for
+	// it just now, and a run that goes on after a restart is one the
+	// owner cannot tell from a second.
+	if e.Kind != store.KindMessage || e.Job != 0 || h.cfg.Agent == nil || !h.cfg.Agent.Enabled() {
 		return false
 	}
 	text := strings.TrimSpace(e.Text)
@@ -305,9 +308,11 @@ func latchedTo(l *store.Latch, e store.Entry) bool {
 }
 
 // guarded: e runs on the latched chat's behalf, so the latch must still
-// hold when it starts. A notice is latch's own reply and goes out anyway.
+// hold when it starts. A notice is latch's own reply and goes out anyway,
+// unless it belongs to a scheduled job's run, which an unpaired chat
+// hears nothing more of.
 func guarded(e store.Entry) bool {
-	return e.Kind == store.KindMessage || e.Kind == store.KindResume
+	return e.Kind == store.KindMessage || e.Kind == store.KindResume || e.Job != 0
 }
 
 // finish deletes a handled entry (and counts it when handled is true).

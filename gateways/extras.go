@@ -78,8 +78,10 @@ func (h *Hub) pressed(ctx context.Context, e store.Entry, cb *Callback) {
 
 // saveFiles downloads the attachments of e into the workspace inbox and
 // returns the text the agent should see: the caption plus where each file
-// was saved. A file that cannot be saved is reported in the text too.
-func (h *Hub) saveFiles(ctx context.Context, e store.Entry, files []Attachment) string {
+// was saved and, for audio when a transcriber is configured, what it says.
+// A file that cannot be saved is reported in the text too. transcripts
+// are what was heard, to echo to the owner.
+func (h *Hub) saveFiles(ctx context.Context, e store.Entry, files []Attachment) (text string, transcripts []string) {
 	var b strings.Builder
 	b.WriteString(e.Text)
 	dl, ok := h.gateways[e.Gateway].(Downloader)
@@ -91,7 +93,11 @@ func (h *Hub) saveFiles(ctx context.Context, e store.Entry, files []Attachment) 
 		case f.Size > MaxInboundFile:
 			fmt.Fprintf(&b, "[The owner sent a %s of %d bytes; it was not downloaded (limit %d MB).]", f.Kind, f.Size, MaxInboundFile>>20)
 		default:
+			copy, too := h.listen(f)
 			rel, err := h.cfg.Files.SaveInbox(cmpName(f), f.Size, func(w io.Writer) error {
+				if copy != nil {
+					w = io.MultiWriter(w, copy)
+				}
 				return dl.Download(ctx, f, w, MaxInboundFile)
 			})
 			if err != nil {
@@ -99,10 +105,18 @@ func (h *Hub) saveFiles(ctx context.Context, e store.Entry, files []Attachment) 
 				fmt.Fprintf(&b, "[The owner sent a %s, but saving it failed: %v]", f.Kind, err)
 				continue
 			}
-			fmt.Fprintf(&b, "[The owner sent a %s, saved in the workspace as %s]", f.Kind, rel)
+			if copy == nil && too == "" {
+				fmt.Fprintf(&b, "[The owner sent a %s, saved in the workspace as %s]", f.Kind, rel)
+				continue
+			}
+			heard := h.transcribe(ctx, e, f, rel, copy, too)
+			b.WriteString(heard.note)
+			if heard.transcript != "" {
+				transcripts = append(transcripts, heard.transcript)
+			}
 		}
 	}
-	return strings.TrimSpace(b.String())
+	return strings.TrimSpace(b.String()), transcripts
 }
 
 func cmpName(f Attachment) string {

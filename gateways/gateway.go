@@ -65,6 +65,9 @@ type Attachment struct {
 	Size int64  `json:"size"` // as announced; 0 if unknown
 	Kind string `json:"kind"` // "document", "photo", "voice", "audio", "video"
 	MIME string `json:"mime,omitempty"`
+	// Seconds is a voice note's or audio file's length as the platform
+	// announces it; 0 if unknown.
+	Seconds int `json:"seconds,omitempty"`
 }
 
 // Reply is one outbound message. The adapter renders it within its platform's

@@ -46,6 +46,11 @@ type Config struct {
 	Agent Agent
 	// Files keeps files sent from the chat; nil refuses them.
 	Files FileStore
+	// Jobs answers /every, /at, /jobs and /cancel; nil: no scheduler.
+	Jobs Jobs
+	// Transcribe transcribes voice notes and audio files for the agent;
+	// nil: they are only saved.
+	Transcribe *Transcription
 	// Heartbeat, when set, is called from the dispatch loop itself every
 	// HeartbeatEvery: a wedged loop stops calling it (systemd's watchdog).
 	Heartbeat      func()

@@ -61,6 +61,9 @@ type Entry struct {
 	// Again: latch may have sent this (a notice, an answer) before a
 	// restart, so what is sent now may be a second copy and says so.
 	Again bool `json:"again,omitempty"`
+	// Job is the scheduled job whose run this entry is (store.Job.ID);
+	// 0 for what the chat sent.
+	Job uint64 `json:"job,omitempty"`
 }
 
 // Answer is the finished work's answer, kept until the platform has

@@ -43,9 +43,10 @@ var (
 	// bucketOutbox holds answers owed to chats, keyed by the inbox
 	// sequence number of the entry they answer (see AnswerInbox).
 	bucketOutbox = []byte("outbox")
+	bucketJobs   = []byte("jobs")
 
 	allBuckets = [][]byte{bucketMeta, bucketLatches, bucketPending, bucketCursors,
-		bucketInbox, bucketCounters, bucketAudit, bucketBots, bucketSessions, bucketOutbox}
+		bucketInbox, bucketCounters, bucketAudit, bucketBots, bucketSessions, bucketOutbox, bucketJobs}
 
 	keySchema = []byte("schema")
 )

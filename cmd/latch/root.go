@@ -66,6 +66,7 @@ func newRoot() *cobra.Command {
 	}
 	root.AddCommand(newInitCmd(), newRunCmd(), newPairCmd(), newUnpairCmd(), newStatusCmd(), newVersionCmd(), newServiceCmd(), newLogsCmd(), newChatCmd())
 	root.AddCommand(newDoctorCmd())
+	root.AddCommand(newJobsCmd())
 	return root
 }
 

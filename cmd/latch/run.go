@@ -80,7 +80,7 @@ func newRunCmd() *cobra.Command {
 
 // configSecrets are the secrets of c that the log must never show.
 func configSecrets(c *config.Config) []string {
-	return append([]string{c.Telegram.Token, c.Telegram.WebhookSecret, c.Agent.APIKey, c.Discord.Token}, c.MCP.MCPSecrets()...)
+	return append([]string{c.Telegram.Token, c.Telegram.WebhookSecret, c.Agent.APIKey, c.Discord.Token, c.Transcribe.APIKey}, c.MCP.MCPSecrets()...)
 }
 
 // newLogger builds the daemon's logger, writing to w, with the secrets

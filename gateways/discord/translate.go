@@ -1,6 +1,7 @@
 package discord
 
 import (
+	"math"
 	"regexp"
 	"strconv"
 	"strings"
@@ -149,7 +150,8 @@ func attachments(m *discordgo.Message) []gateways.Attachment {
 		case strings.HasPrefix(a.ContentType, "audio/"):
 			kind = "audio"
 		}
-		out = append(out, gateways.Attachment{ID: a.URL, Name: a.Filename, Size: int64(a.Size), Kind: kind, MIME: a.ContentType})
+		out = append(out, gateways.Attachment{ID: a.URL, Name: a.Filename, Size: int64(a.Size), Kind: kind, MIME: a.ContentType,
+			Seconds: int(math.Ceil(a.DurationSecs))})
 	}
 	return out
 }

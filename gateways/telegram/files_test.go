@@ -61,8 +61,8 @@ func TestRunTranslatesAttachments(t *testing.T) {
 	}{
 		{"see this", gateways.Attachment{ID: doc, Name: "report.pdf", Size: 15, Kind: "document", MIME: "application/pdf"}},
 		{"", gateways.Attachment{ID: large, Size: 900, Kind: "photo", MIME: "image/jpeg"}},
-		{"", gateways.Attachment{ID: voice, Size: 50, Kind: "voice", MIME: "audio/ogg"}},
-		{"listen", gateways.Attachment{ID: song, Name: "song.mp3", Size: 60, Kind: "audio", MIME: "audio/mpeg"}},
+		{"", gateways.Attachment{ID: voice, Size: 50, Kind: "voice", MIME: "audio/ogg", Seconds: 3}},
+		{"listen", gateways.Attachment{ID: song, Name: "song.mp3", Size: 60, Kind: "audio", MIME: "audio/mpeg", Seconds: 180}},
 	}
 	if len(msgs) != len(want) {
 		t.Fatalf("ingested %d messages, want %d: %+v", len(msgs), len(want), msgs)

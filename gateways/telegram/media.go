@@ -59,10 +59,10 @@ func attachments(m *tgbotapi.Message) []gateways.Attachment {
 		add(gateways.Attachment{ID: p.FileID, Size: int64(p.FileSize), Kind: "photo", MIME: "image/jpeg"})
 	}
 	if v := m.Voice; v != nil {
-		add(gateways.Attachment{ID: v.FileID, Size: int64(v.FileSize), Kind: "voice", MIME: v.MimeType})
+		add(gateways.Attachment{ID: v.FileID, Size: int64(v.FileSize), Kind: "voice", MIME: v.MimeType, Seconds: v.Duration})
 	}
 	if a := m.Audio; a != nil {
-		add(gateways.Attachment{ID: a.FileID, Name: a.FileName, Size: int64(a.FileSize), Kind: "audio", MIME: a.MimeType})
+		add(gateways.Attachment{ID: a.FileID, Name: a.FileName, Size: int64(a.FileSize), Kind: "audio", MIME: a.MimeType, Seconds: a.Duration})
 	}
 	if v := m.Video; v != nil {
 		add(gateways.Attachment{ID: v.FileID, Name: videoName(v.FileName, "video", v.MimeType), Size: int64(v.FileSize), Kind: "video", MIME: v.MimeType})

@@ -37,7 +37,7 @@ func TestStart(t *testing.T) {
 	for _, c := range srv.Commands() {
 		names = append(names, c.Command)
 	}
-	if want := []string{"new", "stop", "status", "help"}; !slices.Equal(names, want) {
+	if want := []string{"new", "stop", "status", "jobs", "help"}; !slices.Equal(names, want) {
 		t.Errorf("commands = %v, want %v", names, want)
 	}
 }

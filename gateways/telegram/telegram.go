@@ -298,6 +298,7 @@ func commands() []tgbotapi.BotCommand {
 		{Command: "new", Description: "Start a new conversation"},
 		{Command: "stop", Description: "Stop the running task"},
 		{Command: "status", Description: "Show latch's status"},
+		{Command: "jobs", Description: "List scheduled jobs"},
 		{Command: "help", Description: "Show help"},
 	}
 }
