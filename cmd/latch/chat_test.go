@@ -165,8 +165,9 @@ func TestChatWithoutModel(t *testing.T) {
 	}
 }
 
-// startDaemon runs a daemon in-process on the current LATCH_HOME.
-func startDaemon(t *testing.T, home string) {
+// startDaemon runs a daemon in-process on the current LATCH_HOME and
+// returns what stops it (the test's cleanup stops it too).
+func startDaemon(t *testing.T, home string) (stop func()) {
 	t.Helper()
 	cfg, err := config.Load(home)
 	if err != nil {
@@ -183,12 +184,17 @@ func startDaemon(t *testing.T, home string) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("daemon not ready within 20s")
 	}
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("daemon: %v", err)
-		}
-	})
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("daemon: %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return stop
 }
 
 // TestChatThroughDaemon: with a daemon running (it holds the store, so the
