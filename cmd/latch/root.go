@@ -65,7 +65,7 @@ func newRoot() *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.AddCommand(newInitCmd(), newRunCmd(), newPairCmd(), newUnpairCmd(), newStatusCmd(), newVersionCmd(), newServiceCmd(), newLogsCmd(), newChatCmd())
-	root.AddCommand(newDoctorCmd())
+	root.AddCommand(newDoctorCmd(), newConfigCmd())
 	return root
 }
 
