@@ -26,6 +26,7 @@ const (
 const (
 	MsgPairFailed = "That code is not valid. Mint a new one on the machine with `latch pair` and try again."
 	MsgPaired     = "Paired. This chat now controls latch on this machine:\n" +
+		"  plain text  goes to the agent (the model and its tools)\n" +
 		"  !<command>  runs a shell command\n  /status  /stop  /help"
 )
 

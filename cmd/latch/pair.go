@@ -8,7 +8,6 @@ import (
 	"os"
 	"time"
 
-	qrcode "github.com/skip2/go-qrcode"
 	"github.com/spf13/cobra"
 
 	"github.com/latchd/latch/config"
@@ -108,8 +107,8 @@ func printMint(w io.Writer, res control.MintResult, asJSON bool) error {
 	}
 	fmt.Fprintf(w, "or open: %s\n", res.Link)
 	if isTerminal(w) {
-		if q, err := qrcode.New(res.Link, qrcode.Low); err == nil {
-			fmt.Fprint(w, q.ToSmallString(false))
+		if q, err := terminalQR(res.Link, os.Getenv); err == nil {
+			fmt.Fprint(w, q)
 		}
 	}
 	return nil

@@ -28,8 +28,12 @@ func newRunCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if _, err := config.Init(home); err != nil {
+			created, err := config.Init(home)
+			if err != nil {
 				return err
+			}
+			for _, p := range created {
+				fmt.Fprintln(cmd.ErrOrStderr(), "latch: created", p, "(a first run sets up $LATCH_HOME as `latch init` does)")
 			}
 			cfg, err := config.Load(home)
 			if err != nil {
@@ -69,7 +73,7 @@ func newRunCmd() *cobra.Command {
 				}
 				return c, err
 			}
-			build := func(c *config.Config) *daemon.Daemon { return daemon.New(c, log, version) }
+			build := func(c *config.Config) *daemon.Daemon { return daemon.New(c, log, buildVersion()) }
 			return daemon.Supervise(ctx, cfg, load, reload, log, build)
 		},
 	}

@@ -624,3 +624,19 @@ func TestServiceInstallPATH(t *testing.T) {
 		t.Errorf("--path with a relative entry: %v, want a refusal", err)
 	}
 }
+
+// TestLogsWithoutEntries: journalctl exits 0 when the journal holds
+// nothing of the unit; latch logs used to as well.
+func TestLogsWithoutEntries(t *testing.T) {
+	serviceTestEnv(t)
+	const cmd = "journalctl --user -u latch.service"
+	fake := &fakeMachine{out: map[string]string{cmd: "-- No entries --\n"}}
+	out, _, err := serviceCLI(t, fake, installedBinary, "logs")
+	var ce *codeError
+	if !errors.As(err, &ce) || ce.code != exitError || ce.err == nil || !strings.Contains(ce.err.Error(), "latch service install") {
+		t.Errorf("latch logs with no entries: %v, want exit 1 saying why", err)
+	}
+	if out != "-- No entries --\n" {
+		t.Errorf("latch logs printed %q, want journalctl's output", out)
+	}
+}
