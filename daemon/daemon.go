@@ -47,6 +47,10 @@ type Daemon struct {
 	// ShutdownGrace is how long running commands and turns may finish
 	// after a stop is requested; 0 means DefaultShutdownGrace.
 	ShutdownGrace time.Duration
+	// Since is when the process began serving, for the uptime status
+	// reports; zero means when Run starts. Supervise keeps the first
+	// daemon's across reloads.
+	Since time.Time
 
 	ready     chan struct{}
 	readyOnce sync.Once
@@ -92,7 +96,9 @@ func (d *Daemon) Ready() <-chan struct{} {
 // Run runs the daemon until ctx ends. It returns nil after a clean stop.
 func (d *Daemon) Run(ctx context.Context) error {
 	d.Ready()
-	d.started = time.Now()
+	if d.started = d.Since; d.started.IsZero() {
+		d.started = time.Now()
+	}
 	if d.Log == nil {
 		d.Log = slog.New(slog.DiscardHandler)
 	}
