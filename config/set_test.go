@@ -104,6 +104,20 @@ func TestSetWhereTheLineCannotGo(t *testing.T) {
 	}
 }
 
+func TestSetShutdownGrace(t *testing.T) {
+	home := newHome(t)
+	if _, err := Set(home, "agent.shutdown_grace", "5s"); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := testLoader(t, nil).Load(home)
+	if err != nil || cfg.Agent.ShutdownGrace != 5*time.Second {
+		t.Errorf("shutdown_grace 5s loads as %v, %v", cfg, err)
+	}
+	if _, err := Set(home, "agent.shutdown_grace", "1h"); err == nil || !strings.Contains(err.Error(), "longer than the maximum") {
+		t.Errorf("shutdown_grace 1h: %v, want it refused", err)
+	}
+}
+
 func TestSettings(t *testing.T) {
 	keys := Settings()
 	for _, k := range []string{"telegram.token", "discord.api_url", "agent.fetch.allow", "agent.permissions.bash"} {

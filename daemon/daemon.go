@@ -28,7 +28,7 @@ import (
 
 // DefaultShutdownGrace is what a stop waits for running work; the
 // systemd unit's TimeoutStopSec is longer.
-const DefaultShutdownGrace = 20 * time.Second
+const DefaultShutdownGrace = config.DefaultShutdownGrace
 
 // ErrConfig marks errors that restarting will not fix (bad config, a token
 // the platform rejects); the CLI exits with EX_CONFIG for them.
@@ -45,8 +45,13 @@ type Daemon struct {
 	// expire codes.
 	Now func() time.Time
 	// ShutdownGrace is how long running commands and turns may finish
-	// after a stop is requested; 0 means DefaultShutdownGrace.
+	// after a stop is requested; 0 means Config.Agent.ShutdownGrace, or
+	// DefaultShutdownGrace.
 	ShutdownGrace time.Duration
+	// StopNow, closed during the shutdown grace, ends it at once (a
+	// second Ctrl-C): what runs is stopped and reported as interrupted at
+	// the next start, as after a crash.
+	StopNow <-chan struct{}
 	// Since is when the process began serving, for the uptime status
 	// reports; zero means when Run starts. Supervise keeps the first
 	// daemon's across reloads.
@@ -91,6 +96,11 @@ func (d *Daemon) Ready() <-chan struct{} {
 		}
 	})
 	return d.ready
+}
+
+// shutdownGrace is how long a stop waits for running work.
+func (d *Daemon) shutdownGrace() time.Duration {
+	return cmp.Or(d.ShutdownGrace, d.Config.Agent.ShutdownGrace, DefaultShutdownGrace)
 }
 
 // Run runs the daemon until ctx ends. It returns nil after a clean stop.
@@ -181,7 +191,8 @@ func (d *Daemon) Run(ctx context.Context) error {
 		Heartbeat:   d.heartbeat,
 		// Without a systemd watchdog the beat still refreshes STATUS=.
 		HeartbeatEvery: cmp.Or(watchdogEvery(), 30*time.Second),
-		ShutdownGrace:  cmp.Or(d.ShutdownGrace, DefaultShutdownGrace),
+		ShutdownGrace:  d.shutdownGrace(),
+		StopNow:        d.StopNow,
 	})
 	ctl, err := control.Listen(config.SocketPath(home), d, d.Log)
 	if err != nil {

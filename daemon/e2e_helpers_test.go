@@ -55,6 +55,8 @@ type env struct {
 	// grace is the daemons' shutdown grace; short, so tests that stop a
 	// daemon mid-command do not wait.
 	grace time.Duration
+	// stopNow is the daemons' StopNow (nil: none).
+	stopNow chan struct{}
 
 	mu     sync.Mutex
 	offset time.Duration
@@ -147,6 +149,7 @@ func (e *env) start() *running {
 	d := New(e.config(), log, "test")
 	d.Now = e.now
 	d.ShutdownGrace = e.grace
+	d.StopNow = e.stopNow
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &running{d: d, cancel: cancel, done: make(chan error, 1)}
 	go func() { r.done <- d.Run(ctx) }()

@@ -54,7 +54,11 @@ type Config struct {
 	// ShutdownGrace is how long running jobs may finish after Run's
 	// context ends before they are stopped.
 	ShutdownGrace time.Duration
-	Log           *slog.Logger
+	// StopNow, when closed during the shutdown grace, ends it at once
+	// (a second Ctrl-C): running jobs are stopped as when the grace runs
+	// out, so the next start reports them as interrupted.
+	StopNow <-chan struct{}
+	Log     *slog.Logger
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }

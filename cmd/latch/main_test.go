@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"runtime/debug"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -185,4 +186,49 @@ func TestRunSaysItCreatedTheHome(t *testing.T) {
 	if code == 0 || !strings.Contains(errOut, "created "+home+" ") || !strings.Contains(errOut, "created "+filepath.Join(home, "config.toml")) {
 		t.Errorf("first run: %d %q; want it to name what it created", code, errOut)
 	}
+}
+
+// TestWatchStops: the first signal stops gracefully, the second at once;
+// a second Ctrl-C used to be ignored.
+func TestWatchStops(t *testing.T) {
+	sigs := make(chan os.Signal)
+	ended := make(chan struct{})
+	stopped := make(chan struct{})
+	stopNow := make(chan struct{})
+	var out syncWriter
+	done := make(chan struct{})
+	go func() { watchStops(sigs, ended, func() { close(stopped) }, stopNow, &out); close(done) }()
+	sigs <- os.Interrupt
+	<-stopped
+	select {
+	case <-stopNow:
+		t.Fatal("the first Ctrl-C stopped at once")
+	default:
+	}
+	sigs <- os.Interrupt
+	<-stopNow
+	sigs <- os.Interrupt // a third changes nothing
+	close(ended)
+	<-done
+	if s := out.String(); !strings.Contains(s, "press Ctrl-C again") || !strings.Contains(s, "stopping now") {
+		t.Errorf("watchStops printed %q", s)
+	}
+}
+
+// syncWriter is a buffer safe for one writer and a later reader.
+type syncWriter struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (w *syncWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buf.Write(p)
+}
+
+func (w *syncWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buf.String()
 }

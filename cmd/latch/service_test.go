@@ -640,3 +640,16 @@ func TestLogsWithoutEntries(t *testing.T) {
 		t.Errorf("latch logs printed %q, want journalctl's output", out)
 	}
 }
+
+// TestServiceInstallTakesTheShutdownGrace: systemd's stop timeout follows
+// [agent] shutdown_grace, so a longer grace is not cut short by SIGKILL.
+func TestServiceInstallTakesTheShutdownGrace(t *testing.T) {
+	serviceTestHome(t, "[agent]\nshutdown_grace = \"2m\"\n")
+	out, _, err := serviceCLI(t, &fakeMachine{}, installedBinary, "service", "install", "--print")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "TimeoutStopSec=130") {
+		t.Errorf("the unit does not give systemd the 2m grace plus its margin:\n%s", out)
+	}
+}
