@@ -102,7 +102,7 @@ func (h *Hub) Run(ctx context.Context) error {
 // MsgStopping tells a chat whose job is running that latch is stopping;
 // %s is the shutdown grace.
 const MsgStopping = "⏳ latch is stopping on this machine. What is running has %s to finish; " +
-	"then it is stopped, and reported as interrupted when latch is back."
+	"after that it is stopped, and not run again when latch is back."
 
 // drain waits for running jobs for up to ShutdownGrace, or until StopNow
 // closes, then stops them. It says at once what it waits for, in the log
@@ -113,10 +113,12 @@ func (h *Hub) drain(hardStop func()) {
 	var told sync.WaitGroup
 	defer told.Wait()
 	if jobs := h.runningJobs(); len(jobs) > 0 {
-		grace := h.cfg.ShutdownGrace.Round(time.Second)
+		grace := h.cfg.ShutdownGrace
 		h.log.Warn("stopping: waiting for running jobs to finish", "running", len(jobs),
 			"jobs", strings.Join(jobs, ", "), "grace", grace.String())
-		h.tellStopping(&told, grace)
+		if grace >= time.Second { // a shorter grace is over before the message is out
+			h.tellStopping(&told, grace.Round(time.Second))
+		}
 	}
 	select {
 	case <-done:
@@ -139,7 +141,7 @@ func (h *Hub) runningJobs() []string {
 	defer h.mu.Unlock()
 	var jobs []string
 	for k, c := range h.chats {
-		if c.running == nil {
+		if c.running == nil || !c.running.working {
 			continue
 		}
 		what := "an agent turn"
@@ -160,7 +162,7 @@ func (h *Hub) tellStopping(wg *sync.WaitGroup, grace time.Duration) {
 	defer h.mu.Unlock()
 	for k, c := range h.chats {
 		j := c.running
-		if j == nil || j.out == nil {
+		if j == nil || !j.working || j.out == nil {
 			continue
 		}
 		wg.Go(func() {
@@ -450,6 +452,11 @@ func (h *Hub) work(ctx context.Context, c *chat) {
 			h.log.Info("gateway unpaired; queued entry dropped", "gateway", q.e.Gateway, "seq", q.e.Seq)
 			h.finish(q.e, false)
 		} else {
+			if q.j != nil {
+				h.mu.Lock()
+				q.j.working = true
+				h.mu.Unlock()
+			}
 			h.handle(ctx, q.e, q.j)
 		}
 		if q.j != nil { // c.running: claim takes jobs in queue order
