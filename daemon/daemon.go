@@ -341,9 +341,16 @@ func (d *Daemon) buildGateways() []gateways.Gateway {
 // shell is the command-mode runner: bash in the workspace, in a session of
 // its own, bounded in time and output.
 func (d *Daemon) shell(ctx context.Context, command string) string {
-	res, err := tools.RunBash(ctx, tools.BashOptions{
+	return Shell(ctx, tools.BashOptions{
 		Dir: d.Config.Agent.Workspace, Timeout: d.Config.Agent.BashTimeout, Reaper: d.reaper, Cgroups: d.cgroups,
 	}, command)
+}
+
+// Shell runs a !command and returns what the chat is shown: its output
+// and a summary line ("[exit 0 · 12ms]"). `latch chat` runs the terminal's
+// !commands with it too.
+func Shell(ctx context.Context, opts tools.BashOptions, command string) string {
+	res, err := tools.RunBash(ctx, opts, command)
 	if err != nil {
 		return "could not start the command: " + err.Error()
 	}
