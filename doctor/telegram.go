@@ -36,6 +36,15 @@ func (r *run) checkTelegram(ctx context.Context) Check {
 		return skip("needs a config that loads")
 	}
 	t := r.cfg.Telegram
+	if g, runs := r.daemonGateway("telegram"); runs && !t.Enabled() {
+		// The daemon's view wins: it is the one that answers the chat.
+		detail := fmt.Sprintf("the running daemon's Telegram gateway is %s; this shell has no bot token ([telegram] token or %s), "+
+			"so doctor cannot check the token itself", gatewayState(g), config.EnvTelegramToken)
+		if !g.Connected {
+			return fail(detail, "look at latch logs")
+		}
+		return ok(detail)
+	}
 	if !t.Enabled() {
 		return skip(fmt.Sprintf("no bot token ([telegram] token or %s); the Telegram gateway is off", config.EnvTelegramToken))
 	}
