@@ -41,17 +41,10 @@ func newConfigSetCmd() *cobra.Command {
 				}
 				value = line
 			}
-			home, err := config.HomeDir()
-			if err != nil {
-				return err
-			}
-			created, err := config.Init(home)
-			if err != nil {
-				return err
-			}
 			out := cmd.OutOrStdout()
-			for _, p := range created {
-				fmt.Fprintln(out, "created", p)
+			home, _, err := initHome(out, "")
+			if err != nil {
+				return err
 			}
 			res, err := config.Set(home, key, value)
 			if errors.Is(err, config.ErrUnknownKey) {

@@ -19,17 +19,10 @@ func newInitCmd() *cobra.Command {
 			"webhook_secret when webhook_url is set without one.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			home, err := config.HomeDir()
-			if err != nil {
-				return err
-			}
-			created, err := config.Init(home)
-			if err != nil {
-				return err
-			}
 			out := cmd.OutOrStdout()
-			for _, p := range created {
-				fmt.Fprintln(out, "created", p)
+			home, created, err := initHome(out, "")
+			if err != nil {
+				return err
 			}
 			cfgPath := filepath.Join(home, config.ConfigFile)
 			added, err := config.EnsureWebhookSecret(home)

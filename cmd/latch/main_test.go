@@ -10,7 +10,6 @@ import (
 	"regexp"
 	"runtime/debug"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
@@ -195,7 +194,7 @@ func TestWatchStops(t *testing.T) {
 	ended := make(chan struct{})
 	stopped := make(chan struct{})
 	stopNow := make(chan struct{})
-	var out syncWriter
+	var out watched
 	done := make(chan struct{})
 	go func() { watchStops(sigs, ended, func() { close(stopped) }, stopNow, &out); close(done) }()
 	sigs <- os.Interrupt
@@ -213,22 +212,4 @@ func TestWatchStops(t *testing.T) {
 	if s := out.String(); !strings.Contains(s, "press Ctrl-C again") || !strings.Contains(s, "stopping now") {
 		t.Errorf("watchStops printed %q", s)
 	}
-}
-
-// syncWriter is a buffer safe for one writer and a later reader.
-type syncWriter struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (w *syncWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.buf.Write(p)
-}
-
-func (w *syncWriter) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.buf.String()
 }

@@ -69,6 +69,19 @@ func newRoot() *cobra.Command {
 	return root
 }
 
+// initHome resolves $LATCH_HOME and sets it up as `latch init` does,
+// naming on w each path it creates, with note after it.
+func initHome(w io.Writer, note string) (home string, created []string, err error) {
+	if home, err = config.HomeDir(); err != nil {
+		return "", nil, err
+	}
+	created, err = config.Init(home)
+	for _, p := range created {
+		fmt.Fprintln(w, "created", p+note)
+	}
+	return home, created, err
+}
+
 // homeConfig is $LATCH_HOME and what its config.toml says, for the
 // commands that need only the home, its control socket or its store:
 // unpair is the brake for a lost phone, and a typo in config.toml must not

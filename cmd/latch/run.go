@@ -25,16 +25,9 @@ func newRunCmd() *cobra.Command {
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			// A first run sets up $LATCH_HOME itself; init never overwrites.
-			home, err := config.HomeDir()
+			home, _, err := initHome(cmd.ErrOrStderr(), " (a first run sets up $LATCH_HOME as `latch init` does)")
 			if err != nil {
 				return err
-			}
-			created, err := config.Init(home)
-			if err != nil {
-				return err
-			}
-			for _, p := range created {
-				fmt.Fprintln(cmd.ErrOrStderr(), "latch: created", p, "(a first run sets up $LATCH_HOME as `latch init` does)")
 			}
 			cfg, err := config.Load(home)
 			if err != nil {
