@@ -249,3 +249,27 @@ func TestInitDoesNotFollowSymlinks(t *testing.T) {
 		t.Errorf("Init wrote through the symlink to %s", outside)
 	}
 }
+
+// TestFreshConfigHoldsNoSecret: init used to write a random webhook_secret
+// into every config.toml, so one made readable (0644) was refused for a
+// secret its owner never set. A fresh config holds none; one that does is
+// refused naming it.
+func TestFreshConfigHoldsNoSecret(t *testing.T) {
+	home := filepath.Join(t.TempDir(), "latch")
+	if _, err := Init(home); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(home, ConfigFile)
+	os.Chmod(path, 0o644)
+	if _, err := testLoader(t, nil).Load(home); err != nil {
+		t.Errorf("a fresh config made 0644 does not load: %v", err)
+	}
+	os.Chmod(path, 0o600)
+	if _, err := Set(home, "telegram.webhook_secret", testWebhookSecret); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(path, 0o644)
+	if _, err := testLoader(t, nil).Load(home); err == nil || !strings.Contains(err.Error(), "holds telegram.webhook_secret and is open") {
+		t.Errorf("a 0644 config with a webhook secret: %v, want it refused naming the secret", err)
+	}
+}
