@@ -91,7 +91,8 @@ func TestOfflineBrakeWorksWithABrokenConfig(t *testing.T) {
 	breakConfig(t, home)
 
 	out, errOut, code := cli(t, "status")
-	if code != exitNotRunner || !strings.Contains(out, "latched:  private") || !strings.Contains(out, "config.toml no longer loads") {
+	if code != exitNotRunner || !strings.Contains(out, "latched:  private") || !strings.Contains(out, "config.toml no longer loads") ||
+		!strings.Contains(out, "gateway:  unknown: config.toml does not load") {
 		t.Errorf("offline status with a broken config: exit %d, stdout %q, stderr %q; want %d, the latch and the config error", code, out, errOut, exitNotRunner)
 	}
 	if _, errOut, code := cli(t, "pair", "telegram"); code == 0 || !strings.Contains(errOut, "modle") {

@@ -47,7 +47,7 @@ func newStatusCmd() *cobra.Command {
 					control.Status
 				}{running, configError, st})
 			} else {
-				printStatus(cmd.OutOrStdout(), running, st)
+				printStatus(cmd.OutOrStdout(), running, st, hc.err == nil)
 				printConfigError(cmd.OutOrStdout(), running, hc.err)
 			}
 			if err == nil && !running {
@@ -99,7 +99,9 @@ func offlineStatus(hc homeConfig) (control.Status, error) {
 	return st, err
 }
 
-func printStatus(w io.Writer, running bool, st control.Status) {
+// printStatus prints st; configKnown is false when config.toml does not
+// load, so that without a daemon nobody can tell which gateways are on.
+func printStatus(w io.Writer, running bool, st control.Status, configKnown bool) {
 	if running {
 		fmt.Fprintf(w, "latch %s is running (pid %d, up %s)\n", st.Version, st.PID, time.Since(st.StartedAt).Round(time.Second))
 		if m := st.Memory; m != nil {
@@ -119,6 +121,8 @@ func printStatus(w io.Writer, running bool, st control.Status) {
 		fmt.Fprintf(w, "\n%s\n", g.Name)
 		state := "not configured"
 		switch {
+		case !running && !configKnown:
+			state = "unknown: config.toml does not load"
 		case g.Configured && !running:
 			state = "configured"
 		case g.Connected:
