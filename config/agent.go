@@ -45,7 +45,10 @@ const (
 	DefaultRequestTimeout  = 5 * time.Minute
 	DefaultContextBudget   = 100_000
 	DefaultApprovalTimeout = 10 * time.Minute
-	DefaultInboxMaxMB      = 1024
+	// DefaultShutdownGrace is how long a stop waits for running commands
+	// and turns before it stops them.
+	DefaultShutdownGrace = 20 * time.Second
+	DefaultInboxMaxMB    = 1024
 )
 
 // Tool permissions, the values of [agent.permissions].
@@ -124,6 +127,9 @@ type AgentConfig struct {
 	// ApprovalTimeout is how long an "ask" waits for Approve or Deny before
 	// it counts as denied; default 10m.
 	ApprovalTimeout time.Duration
+	// ShutdownGrace is how long a stop (Ctrl-C, SIGTERM, a reload) lets
+	// running commands and turns finish before it stops them; default 20s.
+	ShutdownGrace time.Duration
 	// InboxMaxMB caps the files sent from the chat that the workspace's
 	// inbox keeps, in MiB; 0 leaves only the disk's reserve. Default 1024.
 	InboxMaxMB int
@@ -162,10 +168,10 @@ func (a AgentConfig) ModelURL() string {
 func (a AgentConfig) String() string {
 	return fmt.Sprintf("{Workspace:%q BashTimeout:%v Provider:%q Model:%q BaseURL:%q "+
 		"APIKey:%s APIKeyFile:%q APIKeySource:%q MaxTokens:%d MaxSteps:%d RequestTimeout:%v "+
-		"ContextBudget:%d ApprovalTimeout:%v InboxMaxMB:%d Permissions:%v FetchAllow:%v}",
+		"ContextBudget:%d ApprovalTimeout:%v ShutdownGrace:%v InboxMaxMB:%d Permissions:%v FetchAllow:%v}",
 		a.Workspace, a.BashTimeout, a.Provider, a.Model, a.BaseURL,
 		redactedToken(a.APIKey), a.APIKeyFile, a.APIKeySource, a.MaxTokens, a.MaxSteps, a.RequestTimeout,
-		a.ContextBudget, a.ApprovalTimeout, a.InboxMaxMB, a.Permissions, a.FetchAllow)
+		a.ContextBudget, a.ApprovalTimeout, a.ShutdownGrace, a.InboxMaxMB, a.Permissions, a.FetchAllow)
 }
 
 // GoString is String for %#v.
@@ -191,6 +197,7 @@ func (a AgentConfig) LogValue() slog.Value {
 		slog.Duration("request_timeout", a.RequestTimeout),
 		slog.Int("context_budget", a.ContextBudget),
 		slog.Duration("approval_timeout", a.ApprovalTimeout),
+		slog.Duration("shutdown_grace", a.ShutdownGrace),
 		slog.Int("inbox_max_mb", a.InboxMaxMB),
 		slog.Attr{Key: "permissions", Value: slog.GroupValue(perms...)},
 		slog.Any("fetch_allow", a.FetchAllow),

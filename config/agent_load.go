@@ -31,6 +31,7 @@ func defaultAgent(home string) AgentConfig {
 		RequestTimeout:  DefaultRequestTimeout,
 		ContextBudget:   DefaultContextBudget,
 		ApprovalTimeout: DefaultApprovalTimeout,
+		ShutdownGrace:   DefaultShutdownGrace,
 		InboxMaxMB:      DefaultInboxMaxMB,
 		Permissions:     DefaultPermissions(),
 	}
@@ -120,6 +121,8 @@ const (
 	maxRequestTimeout  = time.Hour
 	minApprovalTimeout = 10 * time.Second
 	maxApprovalTimeout = 24 * time.Hour
+	minShutdownGrace   = time.Second
+	maxShutdownGrace   = 10 * time.Minute
 	maxInboxMaxMB      = 1 << 20 // 1 TiB
 )
 
@@ -153,6 +156,7 @@ func applyLimitsFile(ag *AgentConfig, a *fileAgent, bad badFunc) {
 	}{
 		{"agent.request_timeout", a.RequestTimeout, &ag.RequestTimeout, minRequestTimeout, maxRequestTimeout},
 		{"agent.approval_timeout", a.ApprovalTimeout, &ag.ApprovalTimeout, minApprovalTimeout, maxApprovalTimeout},
+		{"agent.shutdown_grace", a.ShutdownGrace, &ag.ShutdownGrace, minShutdownGrace, maxShutdownGrace},
 	}
 	for _, s := range durations {
 		if s.v == "" {

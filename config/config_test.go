@@ -168,14 +168,15 @@ func TestTemplateDocumentsEveryKey(t *testing.T) {
 		t.Fatalf("schemaKeys %q do not match fileConfig %q", schema, tagged)
 	}
 
-	// Uncomment every "# key = value" line.
+	// Uncomment every "# [table]" and "# key = value" line.
 	setting := regexp.MustCompile(`(?m)^# ([a-z_]+ = .*)$`)
+	header := regexp.MustCompile(`(?m)^# (\[[a-z_.]+\])$`)
 	var inTemplate []string
 	table := ""
 	for line := range strings.Lines(string(template)) {
 		line = strings.TrimSpace(line)
-		if strings.HasPrefix(line, "[") {
-			table = strings.Trim(line, "[]")
+		if m := header.FindStringSubmatch(line); m != nil {
+			table = strings.Trim(m[1], "[]")
 			inTemplate = append(inTemplate, table)
 		} else if m := setting.FindStringSubmatch(line); m != nil {
 			inTemplate = append(inTemplate, table+"."+strings.Fields(m[1])[0])
@@ -190,7 +191,8 @@ func TestTemplateDocumentsEveryKey(t *testing.T) {
 
 	// With every line uncommented the template still means the defaults.
 	h := newHome(t)
-	writeFile(t, filepath.Join(h, "config.toml"), setting.ReplaceAllString(string(template), "$1"), 0o600)
+	uncommented := header.ReplaceAllString(setting.ReplaceAllString(string(template), "$1"), "$1")
+	writeFile(t, filepath.Join(h, "config.toml"), uncommented, 0o600)
 	got, err := testLoader(t, nil).Load(h)
 	checkErr(t, err, nil)
 	want, err := testLoader(t, nil).Load(newHome(t))

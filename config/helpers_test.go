@@ -127,7 +127,7 @@ func testDefaults(h string) Config {
 		Agent: AgentConfig{
 			Workspace: filepath.Join(h, "workspace"), BashTimeout: time.Minute,
 			Provider: "none", MaxTokens: 4096, MaxSteps: 25, RequestTimeout: 5 * time.Minute,
-			ContextBudget: 100000, ApprovalTimeout: 10 * time.Minute, InboxMaxMB: 1024,
+			ContextBudget: 100000, ApprovalTimeout: 10 * time.Minute, ShutdownGrace: 20 * time.Second, InboxMaxMB: 1024,
 			Permissions: map[string]string{
 				"read_file": "allow", "list_files": "allow", "grep": "allow",
 				"write_file": "ask", "edit_file": "ask", "bash": "ask", "fetch": "ask", "send_file": "ask", "schedule": "ask",

@@ -24,8 +24,10 @@ var template []byte
 //     directory the user made is theirs, so Init reports a loose mode with the
 //     chmod that fixes it instead of changing it. A directory Init creates is
 //     set to exactly 0700 whatever the umask.
-//   - config.toml, mode 0600: a commented template, so defaults apply, with
-//     a random telegram.webhook_secret (used only if webhook_url is set).
+//   - config.toml, mode 0600: a commented template, so defaults apply.
+//     Its table headers are commented too, so that a user may append
+//     "[telegram]" and a token; webhook mode gets its secret from
+//     [EnsureWebhookSecret] once webhook_url is set.
 //   - secret, mode 0600: 32 random bytes, the HMAC key for pairing codes.
 //   - workspace, mode 0700: the default agent workspace.
 //
@@ -56,7 +58,7 @@ func Init(home string) (created []string, err error) {
 		name string
 		data []byte
 	}{
-		{ConfigFile, renderTemplate()},
+		{ConfigFile, template},
 		{SecretFile, key},
 	}
 	for _, s := range steps {

@@ -3,11 +3,13 @@ package config
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 )
 
 func TestInitFresh(t *testing.T) {
@@ -29,20 +31,60 @@ func TestInitFresh(t *testing.T) {
 	if err := CheckHome(home); err != nil {
 		t.Errorf("CheckHome after Init: %v", err)
 	}
-	// The template, with a random webhook secret in place of its comment.
+	// The template, every line of it a comment, so that the guides'
+	// "append [telegram] and token = …" works on a fresh config.
 	cfgText, err := os.ReadFile(want[1])
-	secretLine := regexp.MustCompile(`(?m)^webhook_secret = "([A-Za-z0-9_-]{43})"\n`)
-	m := secretLine.FindSubmatch(cfgText)
-	if err != nil || m == nil || !bytes.Equal(secretLine.ReplaceAll(cfgText, []byte(`# webhook_secret = ""`+"\n")), template) {
-		t.Errorf("config.toml is not the template with a webhook secret (err %v):\n%s", err, cfgText)
+	if err != nil || !bytes.Equal(cfgText, template) {
+		t.Errorf("config.toml is not the template (err %v):\n%s", err, cfgText)
 	}
 	if _, err := LoadSecret(home); err != nil {
 		t.Errorf("LoadSecret after Init: %v", err)
 	}
 	cfg, err := testLoader(t, nil).Load(home)
 	checkErr(t, err, nil)
-	if cfg.Agent.Workspace != want[3] || cfg.Telegram.Enabled() || m == nil || cfg.Telegram.WebhookSecret != string(m[1]) {
-		t.Errorf("Load after Init = %+v, want the defaults and the written webhook secret", cfg)
+	if cfg.Agent.Workspace != want[3] || cfg.Telegram.Enabled() || cfg.Telegram.WebhookSecret != "" {
+		t.Errorf("Load after Init = %+v, want the defaults", cfg)
+	}
+}
+
+// TestInitConfigTakesAppendedTables: appending a [telegram] and a [discord]
+// table with their tokens to a fresh config.toml, as every guide says,
+// used to fail with "Key 'telegram' has already been defined".
+func TestInitConfigTakesAppendedTables(t *testing.T) {
+	home := filepath.Join(t.TempDir(), "latch")
+	_, err := Init(home)
+	checkErr(t, err, nil)
+	path := filepath.Join(home, "config.toml")
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(f, "\n[telegram]\ntoken = %q\n\n[discord]\ntoken = %q\n\n[agent]\nbash_timeout = \"90s\"\n", testToken, discordToken)
+	f.Close()
+	cfg, err := testLoader(t, nil).Load(home)
+	checkErr(t, err, nil)
+	if cfg.Telegram.Token != testToken || cfg.Discord.Token != discordToken || cfg.Agent.BashTimeout != 90*time.Second {
+		t.Errorf("appended settings loaded as %+v", cfg)
+	}
+}
+
+// TestTemplateTellsTokensApart: the commented Telegram and Discord token
+// lines say which is which, so a search for "token =" finds the right one.
+func TestTemplateTellsTokensApart(t *testing.T) {
+	var lines []string
+	for l := range strings.Lines(string(template)) {
+		if strings.HasPrefix(l, "# token = ") || strings.HasPrefix(l, "# token_file = ") {
+			lines = append(lines, l)
+		}
+	}
+	want := []string{"Telegram", "Telegram", "Discord", "Discord"}
+	if len(lines) != len(want) {
+		t.Fatalf("token lines %q, want 4", lines)
+	}
+	for i, l := range lines {
+		if !strings.Contains(l, want[i]) {
+			t.Errorf("token line %q does not say it is %s's", l, want[i])
+		}
 	}
 }
 
@@ -205,5 +247,29 @@ func TestInitDoesNotFollowSymlinks(t *testing.T) {
 	}
 	if _, err := os.Lstat(outside); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("Init wrote through the symlink to %s", outside)
+	}
+}
+
+// TestFreshConfigHoldsNoSecret: init used to write a random webhook_secret
+// into every config.toml, so one made readable (0644) was refused for a
+// secret its owner never set. A fresh config holds none; one that does is
+// refused naming it.
+func TestFreshConfigHoldsNoSecret(t *testing.T) {
+	home := filepath.Join(t.TempDir(), "latch")
+	if _, err := Init(home); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(home, ConfigFile)
+	os.Chmod(path, 0o644)
+	if _, err := testLoader(t, nil).Load(home); err != nil {
+		t.Errorf("a fresh config made 0644 does not load: %v", err)
+	}
+	os.Chmod(path, 0o600)
+	if _, err := Set(home, "telegram.webhook_secret", testWebhookSecret); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(path, 0o644)
+	if _, err := testLoader(t, nil).Load(home); err == nil || !strings.Contains(err.Error(), "holds telegram.webhook_secret and is open") {
+		t.Errorf("a 0644 config with a webhook secret: %v, want it refused naming the secret", err)
 	}
 }

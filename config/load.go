@@ -40,14 +40,15 @@ func Load(home string) (*Config, error) { return Loader{}.Load(home) }
 // [CheckHome] first.
 func (l Loader) Load(home string) (*Config, error) {
 	var secrets []string
-	cfg, err := l.load(home, &secrets)
+	cfg, err := l.load(home, "", &secrets)
 	if err != nil {
 		return nil, redact(err, secrets)
 	}
 	return cfg, nil
 }
 
-func (l Loader) load(home string, secrets *[]string) (*Config, error) {
+// load is Load; path, if not "", is read in place of home/config.toml.
+func (l Loader) load(home, path string, secrets *[]string) (*Config, error) {
 	if home == "" {
 		return nil, errors.New("load config: no latch home directory given")
 	}
@@ -64,7 +65,10 @@ func (l Loader) load(home string, secrets *[]string) (*Config, error) {
 		Schedule:   defaultSchedule(),
 		Transcribe: defaultTranscribe(),
 	}
-	fc, err := readConfigFile(cfg.Path, secrets)
+	if path == "" {
+		path = cfg.Path
+	}
+	fc, err := readConfigFile(path, secrets)
 	if err != nil {
 		return nil, err
 	}

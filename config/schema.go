@@ -49,6 +49,7 @@ type fileAgent struct {
 	RequestTimeout  string `toml:"request_timeout"`
 	ContextBudget   *int64 `toml:"context_budget"`
 	ApprovalTimeout string `toml:"approval_timeout"`
+	ShutdownGrace   string `toml:"shutdown_grace"`
 	InboxMaxMB      *int64 `toml:"inbox_max_mb"`
 	// Permissions is keyed by tool name; checkKeys admits only the tools of
 	// defaultPermissions, and checkTables that it is a table at all.
@@ -90,6 +91,7 @@ var schemaKeys = []string{
 	"agent.request_timeout",
 	"agent.context_budget",
 	"agent.approval_timeout",
+	"agent.shutdown_grace",
 	"agent.inbox_max_mb",
 	"agent.permissions",
 	"agent.permissions.read_file",
@@ -303,6 +305,7 @@ var typeHints = []struct{ key, hint string }{
 	{`agent.bash_timeout"`, `bash_timeout is a duration string such as "60s"`},
 	{`agent.request_timeout"`, `request_timeout is a duration string such as "5m"`},
 	{`agent.approval_timeout"`, `approval_timeout is a duration string such as "10m"`},
+	{`agent.shutdown_grace"`, `shutdown_grace is a duration string such as "20s"`},
 	{`agent.max_tokens"`, "max_tokens is a whole number such as 4096, without quotes"},
 	{`agent.max_steps"`, "max_steps is a whole number such as 25, without quotes"},
 	{`agent.context_budget"`, "context_budget is a whole number such as 100000, without quotes"},

@@ -1,7 +1,6 @@
 package config
 
 import (
-	"bytes"
 	"crypto/rand"
 	"encoding/base64"
 	"errors"
@@ -128,17 +127,6 @@ func NewWebhookSecret() string {
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
-// secretPlaceholder is the template's commented webhook_secret line; a new
-// config.toml gets a random secret in its place.
-var secretPlaceholder = []byte("# webhook_secret = \"\"\n")
-
-// renderTemplate is the config.toml Init writes: the template with a fresh
-// telegram.webhook_secret, so that webhook mode needs no more than a URL.
-func renderTemplate() []byte {
-	line := fmt.Appendf(nil, "webhook_secret = %q\n", NewWebhookSecret())
-	return bytes.Replace(template, secretPlaceholder, line, 1)
-}
-
 // telegramHeader matches the [telegram] table header on a line of its own.
 var telegramHeader = regexp.MustCompile(`(?m)^[ \t]*\[[ \t]*telegram[ \t]*\][ \t]*(#.*)?\r?\n`)
 
@@ -199,30 +187,14 @@ func EnsureWebhookSecret(home string) (bool, error) {
 
 // replaceFile writes data to a new file next to path and renames it over
 // path, so a crash leaves either the old file or the new one.
-func replaceFile(path string, data []byte, perm os.FileMode) (err error) {
-	f, err := os.CreateTemp(filepath.Dir(path), ".config-*.toml")
+func replaceFile(path string, data []byte, perm os.FileMode) error {
+	tmp, err := writeTemp(path, data, perm)
 	if err != nil {
 		return err
 	}
-	defer func() {
-		if err != nil {
-			os.Remove(f.Name())
-		}
-	}()
-	if err := f.Chmod(perm); err != nil {
-		f.Close()
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
 		return err
 	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(f.Name(), path)
+	return nil
 }

@@ -30,7 +30,7 @@ import (
 
 // DefaultShutdownGrace is what a stop waits for running work; the
 // systemd unit's TimeoutStopSec is longer.
-const DefaultShutdownGrace = 20 * time.Second
+const DefaultShutdownGrace = config.DefaultShutdownGrace
 
 // ErrConfig marks errors that restarting will not fix (bad config, a token
 // the platform rejects); the CLI exits with EX_CONFIG for them.
@@ -47,11 +47,20 @@ type Daemon struct {
 	// expire codes.
 	Now func() time.Time
 	// ShutdownGrace is how long running commands and turns may finish
-	// after a stop is requested; 0 means DefaultShutdownGrace.
+	// after a stop is requested; 0 means Config.Agent.ShutdownGrace, or
+	// DefaultShutdownGrace.
 	ShutdownGrace time.Duration
 	// Clock is the scheduled jobs' time; nil means the system's (tests
 	// set a fake one).
 	Clock schedule.Clock
+	// StopNow, closed during the shutdown grace, ends it at once (a
+	// second Ctrl-C): what runs is stopped and reported as interrupted at
+	// the next start, as after a crash.
+	StopNow <-chan struct{}
+	// Since is when the process began serving, for the uptime status
+	// reports; zero means when Run starts. Supervise keeps the first
+	// daemon's across reloads.
+	Since time.Time
 
 	ready     chan struct{}
 	readyOnce sync.Once
@@ -97,10 +106,17 @@ func (d *Daemon) Ready() <-chan struct{} {
 	return d.ready
 }
 
+// shutdownGrace is how long a stop waits for running work.
+func (d *Daemon) shutdownGrace() time.Duration {
+	return cmp.Or(d.ShutdownGrace, d.Config.Agent.ShutdownGrace, DefaultShutdownGrace)
+}
+
 // Run runs the daemon until ctx ends. It returns nil after a clean stop.
 func (d *Daemon) Run(ctx context.Context) error {
 	d.Ready()
-	d.started = time.Now()
+	if d.started = d.Since; d.started.IsZero() {
+		d.started = time.Now()
+	}
 	if d.Log == nil {
 		d.Log = slog.New(slog.DiscardHandler)
 	}
@@ -190,7 +206,8 @@ func (d *Daemon) Run(ctx context.Context) error {
 		Heartbeat:   d.heartbeat,
 		// Without a systemd watchdog the beat still refreshes STATUS=.
 		HeartbeatEvery: cmp.Or(watchdogEvery(), 30*time.Second),
-		ShutdownGrace:  cmp.Or(d.ShutdownGrace, DefaultShutdownGrace),
+		ShutdownGrace:  d.shutdownGrace(),
+		StopNow:        d.StopNow,
 	})
 	ctl, err := control.Listen(config.SocketPath(home), d, d.Log)
 	if err != nil {
@@ -344,9 +361,16 @@ func (d *Daemon) buildGateways() []gateways.Gateway {
 // shell is the command-mode runner: bash in the workspace, in a session of
 // its own, bounded in time and output.
 func (d *Daemon) shell(ctx context.Context, command string) string {
-	res, err := tools.RunBash(ctx, tools.BashOptions{
+	return Shell(ctx, tools.BashOptions{
 		Dir: d.Config.Agent.Workspace, Timeout: d.Config.Agent.BashTimeout, Reaper: d.reaper, Cgroups: d.cgroups,
 	}, command)
+}
+
+// Shell runs a !command and returns what the chat is shown: its output
+// and a summary line ("[exit 0 · 12ms]"). `latch chat` runs the terminal's
+// !commands with it too.
+func Shell(ctx context.Context, opts tools.BashOptions, command string) string {
+	res, err := tools.RunBash(ctx, opts, command)
 	if err != nil {
 		return "could not start the command: " + err.Error()
 	}

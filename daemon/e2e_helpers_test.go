@@ -58,6 +58,8 @@ type env struct {
 	grace time.Duration
 	// clock is the scheduled jobs' time; nil for the system's.
 	clock schedule.Clock
+	// stopNow is the daemons' StopNow (nil: none).
+	stopNow chan struct{}
 
 	mu     sync.Mutex
 	offset time.Duration
@@ -152,6 +154,7 @@ func (e *env) start() *running {
 	d.Now = e.now
 	d.ShutdownGrace = e.grace
 	d.Clock = e.clock
+	d.StopNow = e.stopNow
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &running{d: d, cancel: cancel, done: make(chan error, 1)}
 	go func() { r.done <- d.Run(ctx) }()

@@ -3,8 +3,6 @@ package daemon
 import (
 	"net"
 	"net/http"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -28,15 +26,12 @@ func webhookEnv(t *testing.T) (e *env, url, secret string) {
 	addr := ln.Addr().String()
 	ln.Close()
 	url = "http://" + addr + "/tg/updates"
-	path := filepath.Join(e.home, config.ConfigFile)
-	b, err := os.ReadFile(path)
-	if err != nil {
+	// As a user would: `latch config set` adds a random secret with the URL.
+	if _, err := config.Set(e.home, "telegram.webhook_listen", addr); err != nil {
 		t.Fatal(err)
 	}
-	text := strings.Replace(string(b), `# webhook_url = ""`, `webhook_url = "`+url+`"`, 1)
-	text = strings.Replace(text, `# webhook_listen = "127.0.0.1:8443"`, `webhook_listen = "`+addr+`"`, 1)
-	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
-		t.Fatal(err)
+	if res, err := config.Set(e.home, "telegram.webhook_url", url); err != nil || !res.AddedWebhookSecret {
+		t.Fatalf("config set telegram.webhook_url: %+v, %v", res, err)
 	}
 	cfg := e.config()
 	if cfg.Telegram.WebhookURL != url || cfg.Telegram.WebhookSecret == "" {

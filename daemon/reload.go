@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"time"
 
 	"github.com/latchd/latch/config"
 )
@@ -16,8 +17,10 @@ import (
 // loses none of them; the platform cursor makes sure no message is missed.
 func Supervise(ctx context.Context, cfg *config.Config, load func() (*config.Config, error),
 	reload <-chan struct{}, log *slog.Logger, build func(*config.Config) *Daemon) error {
+	since := time.Now()
 	for {
 		d := build(cfg)
+		d.Since = since
 		runCtx, stop := context.WithCancelCause(ctx)
 		done := make(chan error, 1)
 		go func() { done <- d.Run(runCtx) }()

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/latchd/latch/config"
+	"github.com/latchd/latch/control"
 	"github.com/latchd/latch/service"
 )
 
@@ -88,6 +89,7 @@ type run struct {
 	homeErr  error          // the home directory could not even be named
 	cfg      *config.Config // nil when config.toml did not load
 	daemonUp bool           // the control socket answered
+	daemon   control.Status // what it answered, when daemonUp
 	bot      *botState      // set by the telegram check when getMe worked
 }
 

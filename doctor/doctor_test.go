@@ -445,3 +445,16 @@ func TestDaemonEndpointDrift(t *testing.T) {
 		})
 	}
 }
+
+// TestDaemonViewWhereTheShellDiffers: run from a shell without the token
+// variable, doctor said "the Telegram gateway is off" while the daemon,
+// which has the token from its service environment, was connected. It
+// reports the daemon's view and says where this shell differs.
+func TestDaemonViewWhereTheShellDiffers(t *testing.T) {
+	f := newFixture(t, "")
+	f.sys.missing = true
+	startDaemon(t, f)
+	rep := f.run(t)
+	wantCheck(t, rep, "daemon", OK, []string{"the daemon's gateways: telegram connected as @latch_test_bot (this shell's config does not turn it on"}, nil)
+	wantCheck(t, rep, "telegram", OK, []string{"the running daemon's Telegram gateway is connected as @latch_test_bot", "this shell has no bot token"}, nil)
+}

@@ -260,3 +260,54 @@ func hostOf(raw string) string {
 	}
 	return "an unparsable URL"
 }
+
+// daemonGateways describes the running daemon's gateways as it sees them,
+// noting each that this shell's config does not turn on: its token then
+// comes from the service's environment or a config the daemon loaded
+// before it changed, and the checks doctor makes from this shell cannot
+// see it.
+func (r *run) daemonGateways(st control.Status) string {
+	var parts []string
+	for _, g := range st.Gateways {
+		if !g.Configured {
+			continue
+		}
+		s := g.Name + " " + gatewayState(g)
+		if r.cfg != nil && !slices.ContainsFunc(configuredGateways(r.cfg), func(c configuredGateway) bool { return c.name == g.Name }) {
+			s += " (this shell's config does not turn it on: no token here)"
+		}
+		parts = append(parts, s)
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "; the daemon's gateways: " + strings.Join(parts, ", ")
+}
+
+// gatewayState is a running gateway's state in a few words.
+func gatewayState(g control.GatewayStatus) string {
+	s := "not connected"
+	if g.Connected {
+		s = "connected"
+	}
+	if g.BotName != "" {
+		s += " as @" + g.BotName
+	}
+	if !g.Connected && g.LastError != "" {
+		s += " (" + g.LastError + ")"
+	}
+	return s
+}
+
+// daemonGateway returns the running daemon's view of a gateway it runs.
+func (r *run) daemonGateway(name string) (control.GatewayStatus, bool) {
+	if !r.daemonUp {
+		return control.GatewayStatus{}, false
+	}
+	for _, g := range r.daemon.Gateways {
+		if g.Name == name && g.Configured {
+			return g, true
+		}
+	}
+	return control.GatewayStatus{}, false
+}

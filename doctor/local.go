@@ -180,12 +180,12 @@ func (r *run) checkDaemon(ctx context.Context) Check {
 	case err != nil:
 		return fail(err.Error(), "look at latch logs, then restart it (systemctl --user restart latch.service, or stop and start latch run)")
 	}
-	r.daemonUp = true
+	r.daemonUp, r.daemon = true, st
 	detail := fmt.Sprintf("running (pid %d, version %s", st.PID, st.Version)
 	if !st.StartedAt.IsZero() {
 		detail += fmt.Sprintf(", up %s", r.d.now().Sub(st.StartedAt).Round(time.Second))
 	}
-	detail += ")"
+	detail += ")" + r.daemonGateways(st)
 	if r.cfg != nil {
 		if c, missing := r.missingGateways(ctx, st, detail); missing {
 			return c

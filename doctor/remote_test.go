@@ -322,3 +322,17 @@ func TestSecretsScrubbed(t *testing.T) {
 		})
 	}
 }
+
+// TestWebhookErrorWithoutDescription: an error answer without a
+// description to getWebhookInfo used to leave nothing after "could not
+// read the webhook setting:".
+func TestWebhookErrorWithoutDescription(t *testing.T) {
+	tg := telegramtest.New(botToken)
+	defer tg.Close()
+	tg.Inject("getWebhookInfo", telegramtest.Fault{Status: http.StatusBadGateway, Body: `{"ok":false,"error_code":502}`})
+	f := newFixture(t, tomlConfig("telegram.api_url", tg.URL()))
+	f.env[config.EnvTelegramToken] = botToken
+	f.sys.missing = true
+	rep := f.run(t)
+	wantCheck(t, rep, "webhook", Warn, []string{"could not read the webhook setting: the Bot API answered error 502 without a description"}, nil)
+}

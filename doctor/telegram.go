@@ -36,6 +36,15 @@ func (r *run) checkTelegram(ctx context.Context) Check {
 		return skip("needs a config that loads")
 	}
 	t := r.cfg.Telegram
+	if g, runs := r.daemonGateway("telegram"); runs && !t.Enabled() {
+		// The daemon's view wins: it is the one that answers the chat.
+		detail := fmt.Sprintf("the running daemon's Telegram gateway is %s; this shell has no bot token ([telegram] token or %s), "+
+			"so doctor cannot check the token itself", gatewayState(g), config.EnvTelegramToken)
+		if !g.Connected {
+			return fail(detail, "look at latch logs")
+		}
+		return ok(detail)
+	}
 	if !t.Enabled() {
 		return skip(fmt.Sprintf("no bot token ([telegram] token or %s); the Telegram gateway is off", config.EnvTelegramToken))
 	}
@@ -94,19 +103,29 @@ func (r *run) telegramError(err error, t config.TelegramConfig, where string) Ch
 }
 
 // netError describes a transport error without the request URL, which
-// for the Bot API holds the token.
+// for the Bot API holds the token. It is never empty: an API answer
+// without a description used to leave nothing after the colon.
 func (r *run) netError(err error) string {
 	var ue *url.Error
-	if errors.As(err, &ue) {
-		if ue.Timeout() {
-			return fmt.Sprintf("no answer within %s", r.d.timeout())
-		}
-		return ue.Err.Error()
-	}
-	if errors.Is(err, context.DeadlineExceeded) {
+	var apiErr *tgbotapi.Error
+	var msg string
+	switch {
+	case errors.As(err, &ue) && ue.Timeout(), errors.Is(err, context.DeadlineExceeded):
 		return fmt.Sprintf("no answer within %s", r.d.timeout())
+	case errors.As(err, &ue):
+		msg = ue.Err.Error()
+	case errors.As(err, &apiErr):
+		msg = strings.TrimSpace(fmt.Sprintf("the Bot API answered error %d %s", apiErr.Code, apiErr.Message))
+		if apiErr.Message == "" {
+			msg += " without a description"
+		}
+	default:
+		msg = err.Error()
 	}
-	return err.Error()
+	if strings.TrimSpace(msg) == "" {
+		return fmt.Sprintf("an error without a message (%T)", err)
+	}
+	return msg
 }
 
 // checkWebhook asks whether a webhook is set for the bot. In polling mode

@@ -202,8 +202,9 @@ type job struct {
 	mute context.CancelFunc
 	// stopped: /stop cancelled it. dropped: Unlatched did, and the chat,
 	// no longer latched, is told nothing more. ended: its work has
-	// returned. All under h.mu.
-	stopped, dropped, ended bool
+	// returned. working: its work has begun (a shutdown waits for it and
+	// says so). All under h.mu.
+	stopped, dropped, ended, working bool
 }
 
 // dropped reports whether Unlatched cancelled j: what it would still say

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/latchd/latch/agent"
@@ -97,20 +99,80 @@ func (h *Hub) Run(ctx context.Context) error {
 	}
 }
 
-// drain waits for running jobs for up to ShutdownGrace, then stops them.
+// MsgStopping tells a chat whose job is running that latch is stopping;
+// %s is the shutdown grace.
+const MsgStopping = "⏳ latch is stopping on this machine. What is running has %s to finish; " +
+	"after that it is stopped, and not run again when latch is back."
+
+// drain waits for running jobs for up to ShutdownGrace, or until StopNow
+// closes, then stops them. It says at once what it waits for, in the log
+// and to each chat whose job runs.
 func (h *Hub) drain(hardStop func()) {
 	done := make(chan struct{})
 	go func() { h.workers.Wait(); close(done) }()
+	var told sync.WaitGroup
+	defer told.Wait()
+	if jobs := h.runningJobs(); len(jobs) > 0 {
+		grace := h.cfg.ShutdownGrace
+		h.log.Warn("stopping: waiting for running jobs to finish", "running", len(jobs),
+			"jobs", strings.Join(jobs, ", "), "grace", grace.String())
+		if grace >= time.Second { // a shorter grace is over before the message is out
+			h.tellStopping(&told, grace.Round(time.Second))
+		}
+	}
 	select {
 	case <-done:
 		return
 	case <-time.After(h.cfg.ShutdownGrace):
-	}
-	if n := h.runningTotal(); n > 0 {
-		h.log.Warn("shutdown grace over; stopping running jobs", "running", n)
+		if n := h.runningTotal(); n > 0 {
+			h.log.Warn("shutdown grace over; stopping running jobs", "running", n)
+		}
+	case <-h.cfg.StopNow:
+		h.log.Warn("stopping running jobs now, as asked", "running", h.runningTotal())
 	}
 	hardStop()
 	<-done
+}
+
+// runningJobs describes each running job as "a shell command in
+// telegram chat 42" (never its text, which may hold a secret).
+func (h *Hub) runningJobs() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var jobs []string
+	for k, c := range h.chats {
+		if c.running == nil || !c.running.working {
+			continue
+		}
+		what := "an agent turn"
+		if strings.HasPrefix(strings.TrimSpace(c.running.e.Text), "!") {
+			what = "a shell command"
+		}
+		jobs = append(jobs, fmt.Sprintf("%s in %s chat %s", what, k.gateway, k.chatID))
+	}
+	slices.Sort(jobs)
+	return jobs
+}
+
+// tellStopping sends MsgStopping to every chat whose job runs, best
+// effort: each send has a few seconds, and ends with the job's own out
+// context (an unpair mutes it).
+func (h *Hub) tellStopping(wg *sync.WaitGroup, grace time.Duration) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for k, c := range h.chats {
+		j := c.running
+		if j == nil || !j.working || j.out == nil {
+			continue
+		}
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(j.out, 5*time.Second)
+			defer cancel()
+			if err := h.trySend(ctx, k.gateway, k.chatID, Reply{Text: fmt.Sprintf(MsgStopping, grace)}); err != nil {
+				h.log.Debug("could not tell the chat latch is stopping", "gateway", k.gateway, "chat", k.chatID, "err", err)
+			}
+		})
+	}
 }
 
 func (h *Hub) runningTotal() int {
@@ -434,6 +496,11 @@ func (h *Hub) work(ctx context.Context, c *chat) {
 		} else if q.e.State == store.Answered {
 			h.deliverAnswer(ctx, nil, q.e) // stored by the last process
 		} else {
+			if q.j != nil {
+				h.mu.Lock()
+				q.j.working = true
+				h.mu.Unlock()
+			}
 			h.handle(ctx, q.e, q.j)
 		}
 		if q.j != nil { // c.running: claim takes jobs in queue order

@@ -26,6 +26,7 @@ const (
 const (
 	MsgPairFailed = "That code is not valid. Mint a new one on the machine with `latch pair` and try again."
 	MsgPaired     = "Paired. This chat now controls latch on this machine:\n" +
+		"  plain text  goes to the agent (the model and its tools)\n" +
 		"  !<command>  runs a shell command\n  /status  /stop  /help"
 )
 
@@ -58,7 +59,11 @@ type Config struct {
 	// ShutdownGrace is how long running jobs may finish after Run's
 	// context ends before they are stopped.
 	ShutdownGrace time.Duration
-	Log           *slog.Logger
+	// StopNow, when closed during the shutdown grace, ends it at once
+	// (a second Ctrl-C): running jobs are stopped as when the grace runs
+	// out, so the next start reports them as interrupted.
+	StopNow <-chan struct{}
+	Log     *slog.Logger
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }

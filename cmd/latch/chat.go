@@ -15,6 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/latchd/latch/agent/tools"
 	"github.com/latchd/latch/config"
 	"github.com/latchd/latch/control"
 	"github.com/latchd/latch/daemon"
@@ -37,9 +38,11 @@ func newChatCmd() *cobra.Command {
 			"Telegram chat's). When the daemon runs, the turns run there; otherwise chat\n" +
 			"runs the agent itself with the same configuration, and `latch run` cannot\n" +
 			"start until it ends.\n\n" +
-			"Tool calls that need approval are answered y(es), n(o) or a(lways). /new\n" +
-			"starts a fresh conversation, /exit or end of input leaves, and Ctrl-C stops\n" +
-			"the turn that is running.",
+			"!<command> runs a shell command in the workspace, as it does from the chat;\n" +
+			"typed here, by the owner at the machine, it needs no approval, and it works\n" +
+			"without a model too. Tool calls that need approval are answered y(es), n(o)\n" +
+			"or a(lways). /new starts a fresh conversation, /exit or end of input leaves,\n" +
+			"and Ctrl-C stops the turn or command that is running.",
 		Args: cobra.NoArgs,
 		RunE: runChat,
 	}
@@ -52,9 +55,6 @@ func runChat(cmd *cobra.Command, _ []string) error {
 		return err
 	}
 	defer tgt.close()
-	if !tgt.info.Enabled {
-		return &codeError{code: exitConfig, err: errors.New(gateways.MsgNoModel)}
-	}
 	in := cmd.InOrStdin()
 	f, ok := in.(*os.File)
 	interactive := ok && isTerminal(f)
@@ -65,14 +65,19 @@ func runChat(cmd *cobra.Command, _ []string) error {
 	done := make(chan struct{})
 	defer close(done)
 	ui := &chatUI{backend: tgt.backend, lines: readLines(in, done), out: cmd.OutOrStdout(),
-		interrupts: ints, prompt: interactive, workspace: tgt.info.Workspace}
+		interrupts: ints, prompt: interactive, workspace: tgt.info.Workspace,
+		noModel: !tgt.info.Enabled, shell: localShell(tgt.info.Workspace, tgt.bashTimeout)}
 	if interactive {
 		info := tgt.info
-		fmt.Fprintf(ui.out, "latch chat · %s %s · %s\nworkspace: %s\n", info.Provider, info.Model, tgt.where, info.Workspace)
+		if info.Enabled {
+			fmt.Fprintf(ui.out, "latch chat · %s %s · %s\nworkspace: %s\n", info.Provider, info.Model, tgt.where, info.Workspace)
+		} else {
+			fmt.Fprintf(ui.out, "latch chat · no model is configured: !<command> runs a shell command · %s\nworkspace: %s\n", tgt.where, info.Workspace)
+		}
 		if info.Messages > 0 {
 			fmt.Fprintf(ui.out, "Continuing a conversation of %d messages.\n", info.Messages)
 		}
-		fmt.Fprintln(ui.out, "/new starts over, /exit leaves, Ctrl-C stops a turn.")
+		fmt.Fprintln(ui.out, "!<command> runs a command, /new starts over, /exit leaves, Ctrl-C stops a turn or command.")
 	}
 	return ui.run(ctx)
 }
@@ -83,6 +88,9 @@ type chatTarget struct {
 	info    control.ChatInfo
 	where   string // for the banner
 	close   func()
+	// bashTimeout bounds a !command, as agent.bash_timeout does in the
+	// chat.
+	bashTimeout time.Duration
 }
 
 // openChat returns the daemon's chat, or, when no daemon runs, one that
@@ -98,7 +106,13 @@ func openChat(ctx context.Context, stderr io.Writer) (*chatTarget, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &chatTarget{backend: client, info: info, where: "through the daemon", close: func() {}}, nil
+		// The daemon's config, as far as this shell can tell: one that
+		// no longer loads leaves the default.
+		timeout := config.DefaultBashTimeout
+		if cfg, err := config.Load(home); err == nil {
+			timeout = cfg.Agent.BashTimeout
+		}
+		return &chatTarget{backend: client, info: info, where: "through the daemon", close: func() {}, bashTimeout: timeout}, nil
 	}
 	// Set up like a first `latch run` would; init never overwrites.
 	if _, err := config.Init(home); err != nil {
@@ -118,7 +132,7 @@ func openChat(ctx context.Context, stderr io.Writer) (*chatTarget, error) {
 	if err != nil {
 		return nil, err
 	}
-	tgt := &chatTarget{backend: chat, where: "no daemon runs, so the agent runs here", close: func() {
+	tgt := &chatTarget{backend: chat, where: "no daemon runs, so the agent runs here", bashTimeout: cfg.Agent.BashTimeout, close: func() {
 		if err := chat.Close(); err != nil {
 			log.Warn("closing the chat", "err", err)
 		}
@@ -159,6 +173,9 @@ type chatUI struct {
 	interrupts <-chan os.Signal
 	prompt     bool // stdin is a terminal
 	workspace  string
+	noModel    bool // plain text gets MsgNoModel; !commands still run
+	// shell runs a !command and returns its output and summary.
+	shell func(ctx context.Context, command string) string
 
 	// The fields below belong to the goroutine running the turn while
 	// it runs, and to run otherwise.
@@ -198,13 +215,22 @@ func (u *chatUI) run(ctx context.Context) error {
 		case "/exit", "/quit":
 			return nil
 		case "/help":
-			fmt.Fprintln(u.out, "Type a message for the agent. /new starts a fresh conversation, /exit leaves,\n"+
-				"Ctrl-C stops the turn that is running. Approvals: y(es), n(o), a(lways).")
+			fmt.Fprintln(u.out, "Type a message for the agent, or !<command> for a shell command in the workspace.\n"+
+				"/new starts a fresh conversation, /exit leaves, Ctrl-C stops the turn or command\n"+
+				"that is running. Approvals: y(es), n(o), a(lways).")
 		case "/new":
 			if err := u.reset(ctx); err != nil {
 				return err
 			}
 		default:
+			if command, ok := strings.CutPrefix(text, "!"); ok {
+				u.command(ctx, command)
+				continue
+			}
+			if u.noModel {
+				fmt.Fprintln(u.out, gateways.MsgNoModel)
+				continue
+			}
 			if err := u.turn(ctx, text); err != nil {
 				return err
 			}
@@ -242,6 +268,38 @@ func (u *chatUI) turn(ctx context.Context, text string) error {
 		case err := <-done:
 			return u.finish(err, interrupted)
 		}
+	}
+}
+
+// command runs a !command as the chat runs one, in the workspace, with
+// the bash timeout and without latch's secrets in its environment; Ctrl-C
+// meanwhile kills it, every process of it, and chat goes on.
+func (u *chatUI) command(ctx context.Context, command string) {
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan string, 1)
+	go func() { done <- u.shell(cctx, command) }()
+	for {
+		select {
+		case <-u.interrupts:
+			u.dirty.Store(u.prompt)
+			cancel()
+		case out := <-done:
+			u.midLine = false
+			u.endLine()
+			u.write(out)
+			u.endLine()
+			return
+		}
+	}
+}
+
+// localShell runs !commands in this process: the terminal is the owner's
+// at the machine, so nothing asks for approval, and the daemon is not
+// needed (nor a model).
+func localShell(workspace string, timeout time.Duration) func(context.Context, string) string {
+	return func(ctx context.Context, command string) string {
+		return daemon.Shell(ctx, tools.BashOptions{Dir: workspace, Timeout: timeout}, command)
 	}
 }
 

@@ -14,22 +14,15 @@ func newInitCmd() *cobra.Command {
 		Use:   "init",
 		Short: "Create $LATCH_HOME with a commented config.toml and the pairing key",
 		Long: "init creates $LATCH_HOME (default ~/.latch, mode 0700), a commented config.toml\n" +
-			"(0600) with a random Telegram webhook secret, the HMAC key file `secret` (0600) and the\n" +
-			"workspace. It never overwrites; the one thing it adds to an existing config.toml is a\n" +
-			"random [telegram] webhook_secret when webhook_url is set without one.",
+			"(0600), the HMAC key file `secret` (0600) and the workspace. It never overwrites;\n" +
+			"the one thing it adds to an existing config.toml is a random [telegram]\n" +
+			"webhook_secret when webhook_url is set without one.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			home, err := config.HomeDir()
-			if err != nil {
-				return err
-			}
-			created, err := config.Init(home)
-			if err != nil {
-				return err
-			}
 			out := cmd.OutOrStdout()
-			for _, p := range created {
-				fmt.Fprintln(out, "created", p)
+			home, created, err := initHome(out, "")
+			if err != nil {
+				return err
 			}
 			cfgPath := filepath.Join(home, config.ConfigFile)
 			added, err := config.EnsureWebhookSecret(home)
@@ -42,8 +35,10 @@ func newInitCmd() *cobra.Command {
 			if added {
 				fmt.Fprintf(out, "added a random [telegram] webhook_secret to %s (webhook_url is set)\n", cfgPath)
 			}
-			fmt.Fprintf(out, "\nNext: put your bot token in %s ([telegram] token) or LATCH_TELEGRAM_TOKEN,\n"+
-				"then `latch run`, then `latch pair telegram`.\n", cfgPath)
+			fmt.Fprintf(out, "\nNext: give latch your bot token (from @BotFather) with\n"+
+				"    latch config set telegram.token -      (reads it from standard input)\n"+
+				"or in %s, or in LATCH_TELEGRAM_TOKEN; then `latch run`, then `latch pair telegram`.\n"+
+				"Without a token, `latch chat` runs !commands (and the agent, once a model is set) here.\n", cfgPath)
 			return nil
 		},
 	}

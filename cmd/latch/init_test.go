@@ -3,23 +3,11 @@ package main
 import (
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/latchd/latch/config"
 )
-
-func TestInitWritesWebhookSecret(t *testing.T) {
-	home := testHome(t)
-	if out, errOut, code := cli(t, "init"); code != 0 {
-		t.Fatalf("init: %d %q %q", code, out, errOut)
-	}
-	b, _ := os.ReadFile(filepath.Join(home, "config.toml"))
-	if !regexp.MustCompile(`(?m)^webhook_secret = "[A-Za-z0-9_-]{43}"$`).Match(b) {
-		t.Errorf("fresh config.toml has no random webhook_secret:\n%s", b)
-	}
-}
 
 func TestInitAddsMissingWebhookSecret(t *testing.T) {
 	home := testHome(t)

@@ -35,13 +35,16 @@ func newJobsListCmd() *cobra.Command {
 		Short: "List the scheduled jobs",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := loadConfig()
+			hc, err := loadHome()
 			if err != nil {
 				return err
 			}
-			jobs, err := control.NewClient(config.SocketPath(cfg.Home)).JobsList(cmd.Context())
+			jobs, err := control.NewClient(config.SocketPath(hc.home)).JobsList(cmd.Context())
 			if errors.Is(err, control.ErrNoDaemon) {
-				jobs, err = jobsOffline(cfg)
+				if hc.cfg == nil { // the jobs' times are read in its time zone
+					return hc.err
+				}
+				jobs, err = jobsOffline(hc.cfg)
 			}
 			if err != nil {
 				return err
@@ -54,7 +57,7 @@ func newJobsListCmd() *cobra.Command {
 
 // jobsOffline reads the jobs from the store when no daemon runs.
 func jobsOffline(cfg *config.Config) ([]control.JobInfo, error) {
-	return withStore(cfg, func(db *store.DB, _ *pairing.Pairer) ([]control.JobInfo, error) {
+	return withStore(cfg.Home, func(db *store.DB, _ *pairing.Pairer) ([]control.JobInfo, error) {
 		s := schedule.New(schedule.Config{Store: db, Location: cfg.Schedule.Location})
 		jobs, err := s.Jobs("")
 		var out []control.JobInfo
@@ -86,7 +89,7 @@ func newJobsAddCmd() *cobra.Command {
 			"@monthly, @every 90m; --at takes 15:04, 2006-01-02 15:04, tomorrow 15:04 or in 30m.",
 		Args: cobra.RangeArgs(2, 3),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, err := loadConfig()
+			home, err := config.HomeDir()
 			if err != nil {
 				return err
 			}
@@ -98,7 +101,7 @@ func newJobsAddCmd() *cobra.Command {
 			default:
 				return errors.New("give either a schedule or --at, and the text in one argument (quote it)")
 			}
-			job, err := control.NewClient(config.SocketPath(cfg.Home)).JobsAdd(cmd.Context(), req)
+			job, err := control.NewClient(config.SocketPath(home)).JobsAdd(cmd.Context(), req)
 			if errors.Is(err, control.ErrNoDaemon) {
 				return fmt.Errorf("%w: start it first (latch run, or latch service install)", err)
 			}
@@ -119,7 +122,7 @@ func newJobsRmCmd() *cobra.Command {
 		Short: "Remove a job; a run of it in progress is stopped (needs the running daemon)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, err := loadConfig()
+			home, err := config.HomeDir()
 			if err != nil {
 				return err
 			}
@@ -127,7 +130,7 @@ func newJobsRmCmd() *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("%q is not a job id (latch jobs list shows them)", args[0])
 			}
-			job, err := control.NewClient(config.SocketPath(cfg.Home)).JobsRemove(cmd.Context(), id)
+			job, err := control.NewClient(config.SocketPath(home)).JobsRemove(cmd.Context(), id)
 			if errors.Is(err, control.ErrNoDaemon) {
 				return fmt.Errorf("%w: start it first (latch run, or latch service install)", err)
 			}

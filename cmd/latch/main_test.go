@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime/debug"
 	"strings"
 	"testing"
 	"time"
@@ -110,6 +111,28 @@ func TestVersion(t *testing.T) {
 	}
 }
 
+// TestVersionOfBuildInfo: a binary built without -ldflags used to say
+// only "dev"; it names the module version and the revision it came from.
+func TestVersionOfBuildInfo(t *testing.T) {
+	tests := []struct {
+		main     string
+		settings []debug.BuildSetting
+		want     string
+	}{
+		{"v1.2.3", nil, "v1.2.3"},
+		{"(devel)", []debug.BuildSetting{{Key: "vcs.revision", Value: "250f1703a9c1d2e4f5a6b7c8d9e0f1a2b3c4d5e6"}, {Key: "vcs.modified", Value: "false"}}, "dev 250f1703a9c1"},
+		{"(devel)", []debug.BuildSetting{{Key: "vcs.revision", Value: "250f1703a9c1d2e4"}, {Key: "vcs.modified", Value: "true"}}, "dev 250f1703a9c1+dirty"},
+		{"v0.0.0-20261202011500-250f1703a9c1", nil, "v0.0.0-20261202011500-250f1703a9c1"},
+		{"", nil, "dev"},
+	}
+	for _, tt := range tests {
+		bi := &debug.BuildInfo{Main: debug.Module{Version: tt.main}, Settings: tt.settings}
+		if got := versionOf(bi); got != tt.want {
+			t.Errorf("versionOf(%q, %v) = %q, want %q", tt.main, tt.settings, got, tt.want)
+		}
+	}
+}
+
 func TestLoggerUnderJournald(t *testing.T) {
 	for _, journal := range []string{"", "8:1234"} {
 		t.Setenv("JOURNAL_STREAM", journal)
@@ -150,5 +173,43 @@ func TestStatusWhileTheStoreIsHeld(t *testing.T) {
 	out, errOut, code := cli(t, "status")
 	if code == 0 || strings.Contains(out, "latched: no") || !strings.Contains(errOut, "in use by another latch process") {
 		t.Errorf("status while the store is held: %d %q %q", code, out, errOut)
+	}
+}
+
+// TestRunSaysItCreatedTheHome: a first `latch run` sets up $LATCH_HOME; it
+// used to do so without a word. A loose config stops it right after.
+func TestRunSaysItCreatedTheHome(t *testing.T) {
+	home := testHome(t)
+	t.Setenv("LATCH_TELEGRAM_TOKEN", "bad token")
+	_, errOut, code := cli(t, "run")
+	if code == 0 || !strings.Contains(errOut, "created "+home+" ") || !strings.Contains(errOut, "created "+filepath.Join(home, "config.toml")) {
+		t.Errorf("first run: %d %q; want it to name what it created", code, errOut)
+	}
+}
+
+// TestWatchStops: the first signal stops gracefully, the second at once;
+// a second Ctrl-C used to be ignored.
+func TestWatchStops(t *testing.T) {
+	sigs := make(chan os.Signal)
+	ended := make(chan struct{})
+	stopped := make(chan struct{})
+	stopNow := make(chan struct{})
+	var out watched
+	done := make(chan struct{})
+	go func() { watchStops(sigs, ended, func() { close(stopped) }, stopNow, &out); close(done) }()
+	sigs <- os.Interrupt
+	<-stopped
+	select {
+	case <-stopNow:
+		t.Fatal("the first Ctrl-C stopped at once")
+	default:
+	}
+	sigs <- os.Interrupt
+	<-stopNow
+	sigs <- os.Interrupt // a third changes nothing
+	close(ended)
+	<-done
+	if s := out.String(); !strings.Contains(s, "press Ctrl-C again") || !strings.Contains(s, "stopping now") {
+		t.Errorf("watchStops printed %q", s)
 	}
 }

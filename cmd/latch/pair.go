@@ -8,7 +8,6 @@ import (
 	"os"
 	"time"
 
-	qrcode "github.com/skip2/go-qrcode"
 	"github.com/spf13/cobra"
 
 	"github.com/latchd/latch/config"
@@ -29,11 +28,11 @@ func newPairCmd() *cobra.Command {
 			"that should control latch. A new code supersedes the previous one.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, err := loadConfig()
+			hc, err := loadHome()
 			if err != nil {
 				return err
 			}
-			res, err := mint(cmd, cfg, args[0], ttl)
+			res, err := mint(cmd, hc, args[0], ttl)
 			if err != nil {
 				return err
 			}
@@ -45,18 +44,22 @@ func newPairCmd() *cobra.Command {
 	return cmd
 }
 
-func mint(cmd *cobra.Command, cfg *config.Config, gateway string, ttl time.Duration) (control.MintResult, error) {
-	client := control.NewClient(config.SocketPath(cfg.Home))
+func mint(cmd *cobra.Command, hc homeConfig, gateway string, ttl time.Duration) (control.MintResult, error) {
+	client := control.NewClient(config.SocketPath(hc.home))
 	res, err := client.Mint(cmd.Context(), control.MintRequest{Gateway: gateway, TTL: ttl})
 	if !errors.Is(err, control.ErrNoDaemon) {
 		return res, err
 	}
 	// No daemon: mint straight into the store. Opening it takes the file
 	// lock, so this cannot race a daemon that is starting.
-	if !configured(cfg, gateway) {
+	if hc.err != nil {
+		// A running daemon keeps the config it loaded; a new one would not start.
+		return res, fmt.Errorf("no daemon runs, and none can start until config.toml loads: %w", hc.err)
+	}
+	if !hc.configured(gateway) {
 		return res, fmt.Errorf("gateway %q is not configured (known: telegram, discord; set its token first)", gateway)
 	}
-	return withStore(cfg, func(db *store.DB, p *pairing.Pairer) (control.MintResult, error) {
+	return withStore(hc.home, func(db *store.DB, p *pairing.Pairer) (control.MintResult, error) {
 		var bot string
 		db.View(func(tx *store.Tx) (err error) { bot, err = tx.BotName(gateway); return err })
 		link := func(code string) string {
@@ -69,23 +72,13 @@ func mint(cmd *cobra.Command, cfg *config.Config, gateway string, ttl time.Durat
 	})
 }
 
-func configured(cfg *config.Config, gateway string) bool {
-	switch gateway {
-	case "telegram":
-		return cfg.Telegram.Enabled()
-	case "discord":
-		return cfg.Discord.Enabled()
-	}
-	return false
-}
-
 // withStore opens the store and the pairing key of a home with no daemon.
-func withStore[T any](cfg *config.Config, fn func(*store.DB, *pairing.Pairer) (T, error)) (T, error) {
+func withStore[T any](home string, fn func(*store.DB, *pairing.Pairer) (T, error)) (T, error) {
 	var zero T
-	if err := config.CheckHome(cfg.Home); err != nil {
+	if err := config.CheckHome(home); err != nil {
 		return zero, err
 	}
-	secret, err := config.LoadSecret(cfg.Home)
+	secret, err := config.LoadSecret(home)
 	if err != nil {
 		return zero, err
 	}
@@ -93,7 +86,7 @@ func withStore[T any](cfg *config.Config, fn func(*store.DB, *pairing.Pairer) (T
 	if err != nil {
 		return zero, err
 	}
-	db, err := daemon.OpenStore(cfg.Home)
+	db, err := daemon.OpenStore(home)
 	if err != nil {
 		return zero, err
 	}
@@ -114,8 +107,8 @@ func printMint(w io.Writer, res control.MintResult, asJSON bool) error {
 	}
 	fmt.Fprintf(w, "or open: %s\n", res.Link)
 	if isTerminal(w) {
-		if q, err := qrcode.New(res.Link, qrcode.Low); err == nil {
-			fmt.Fprint(w, q.ToSmallString(false))
+		if q, err := terminalQR(res.Link, os.Getenv); err == nil {
+			fmt.Fprint(w, q)
 		}
 	}
 	return nil

@@ -65,16 +65,55 @@ func newRoot() *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.AddCommand(newInitCmd(), newRunCmd(), newPairCmd(), newUnpairCmd(), newStatusCmd(), newVersionCmd(), newServiceCmd(), newLogsCmd(), newChatCmd())
-	root.AddCommand(newDoctorCmd())
-	root.AddCommand(newJobsCmd())
+	root.AddCommand(newDoctorCmd(), newConfigCmd(), newJobsCmd())
 	return root
 }
 
-// loadConfig resolves $LATCH_HOME and loads its configuration.
-func loadConfig() (*config.Config, error) {
+// initHome resolves $LATCH_HOME and sets it up as `latch init` does,
+// naming on w each path it creates, with note after it.
+func initHome(w io.Writer, note string) (home string, created []string, err error) {
+	if home, err = config.HomeDir(); err != nil {
+		return "", nil, err
+	}
+	created, err = config.Init(home)
+	for _, p := range created {
+		fmt.Fprintln(w, "created", p+note)
+	}
+	return home, created, err
+}
+
+// homeConfig is $LATCH_HOME and what its config.toml says, for the
+// commands that need only the home, its control socket or its store:
+// unpair is the brake for a lost phone, and a typo in config.toml must not
+// take it away, nor status, which says what the typo is.
+type homeConfig struct {
+	home string
+	cfg  *config.Config // nil when config.toml does not load
+	err  error          // why it does not
+}
+
+// loadHome resolves $LATCH_HOME and loads its configuration; only a home
+// that cannot be found is an error.
+func loadHome() (homeConfig, error) {
 	home, err := config.HomeDir()
 	if err != nil {
-		return nil, err
+		return homeConfig{}, err
 	}
-	return config.Load(home)
+	cfg, err := config.Load(home)
+	return homeConfig{home: home, cfg: cfg, err: err}, nil
+}
+
+// configured reports whether config.toml configures the gateway; false
+// when it does not load.
+func (h homeConfig) configured(gateway string) bool {
+	if h.cfg == nil {
+		return false
+	}
+	switch gateway {
+	case "telegram":
+		return h.cfg.Telegram.Enabled()
+	case "discord":
+		return h.cfg.Discord.Enabled()
+	}
+	return false
 }

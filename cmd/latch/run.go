@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -24,11 +25,8 @@ func newRunCmd() *cobra.Command {
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			// A first run sets up $LATCH_HOME itself; init never overwrites.
-			home, err := config.HomeDir()
+			home, _, err := initHome(cmd.ErrOrStderr(), " (a first run sets up $LATCH_HOME as `latch init` does)")
 			if err != nil {
-				return err
-			}
-			if _, err := config.Init(home); err != nil {
 				return err
 			}
 			cfg, err := config.Load(home)
@@ -41,8 +39,15 @@ func newRunCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			ctx, stop := context.WithCancel(cmd.Context())
 			defer stop()
+			stopNow := make(chan struct{})
+			sigs := make(chan os.Signal, 1)
+			signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+			defer signal.Stop(sigs)
+			ended := make(chan struct{})
+			defer close(ended)
+			go watchStops(sigs, ended, stop, stopNow, cmd.ErrOrStderr())
 			hup := make(chan os.Signal, 1)
 			signal.Notify(hup, syscall.SIGHUP)
 			defer signal.Stop(hup)
@@ -69,13 +74,39 @@ func newRunCmd() *cobra.Command {
 				}
 				return c, err
 			}
-			build := func(c *config.Config) *daemon.Daemon { return daemon.New(c, log, version) }
+			build := func(c *config.Config) *daemon.Daemon {
+				d := daemon.New(c, log, buildVersion())
+				d.StopNow = stopNow
+				return d
+			}
 			return daemon.Supervise(ctx, cfg, load, reload, log, build)
 		},
 	}
 	cmd.Flags().StringVar(&logFormat, "log-format", "text", "log format: text or json")
 	cmd.Flags().StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	return cmd
+}
+
+// watchStops turns the first SIGINT or SIGTERM into a graceful stop
+// (stop), and the second into an immediate one (stopNow closed): what runs
+// is killed and reported as interrupted at the next start. It returns when
+// ended closes.
+func watchStops(sigs <-chan os.Signal, ended <-chan struct{}, stop func(), stopNow chan<- struct{}, w io.Writer) {
+	for n := 0; ; n++ {
+		select {
+		case <-ended:
+			return
+		case <-sigs:
+		}
+		switch n {
+		case 0:
+			fmt.Fprintln(w, "latch: stopping; running commands and turns may finish first (press Ctrl-C again to stop them now)")
+			stop()
+		case 1:
+			fmt.Fprintln(w, "latch: stopping now; what was running is reported as interrupted at the next start")
+			close(stopNow)
+		}
+	}
 }
 
 // configSecrets are the secrets of c that the log must never show.

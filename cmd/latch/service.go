@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 	"unicode"
 	"unicode/utf8"
 
@@ -114,8 +115,15 @@ func runServiceInstall(cmd *cobra.Command, deps serviceDeps, fl installFlags) er
 			fmt.Fprintf(errOut, "latch: warning: left out of the service's PATH, as they are not absolute: %s\n", strings.Join(dropped, ", "))
 		}
 	}
+	// systemd's stop timeout follows [agent] shutdown_grace; a config that
+	// does not load is reported below, and gets the default.
+	var grace time.Duration
+	if cfg, err := config.Load(home); err == nil {
+		grace = cfg.Agent.ShutdownGrace
+	}
 	unit, err := service.Unit(service.UnitOptions{
 		ExecPath: exe, Home: home, SearchPath: searchPath, System: fl.system, User: fl.userName, Harden: fl.harden,
+		ShutdownGrace: grace,
 	})
 	if err != nil {
 		return err

@@ -624,3 +624,32 @@ func TestServiceInstallPATH(t *testing.T) {
 		t.Errorf("--path with a relative entry: %v, want a refusal", err)
 	}
 }
+
+// TestLogsWithoutEntries: journalctl exits 0 when the journal holds
+// nothing of the unit; latch logs used to as well.
+func TestLogsWithoutEntries(t *testing.T) {
+	serviceTestEnv(t)
+	const cmd = "journalctl --user -u latch.service"
+	fake := &fakeMachine{out: map[string]string{cmd: "-- No entries --\n"}}
+	out, _, err := serviceCLI(t, fake, installedBinary, "logs")
+	var ce *codeError
+	if !errors.As(err, &ce) || ce.code != exitError || ce.err == nil || !strings.Contains(ce.err.Error(), "latch service install") {
+		t.Errorf("latch logs with no entries: %v, want exit 1 saying why", err)
+	}
+	if out != "-- No entries --\n" {
+		t.Errorf("latch logs printed %q, want journalctl's output", out)
+	}
+}
+
+// TestServiceInstallTakesTheShutdownGrace: systemd's stop timeout follows
+// [agent] shutdown_grace, so a longer grace is not cut short by SIGKILL.
+func TestServiceInstallTakesTheShutdownGrace(t *testing.T) {
+	serviceTestHome(t, "[agent]\nshutdown_grace = \"2m\"\n")
+	out, _, err := serviceCLI(t, &fakeMachine{}, installedBinary, "service", "install", "--print")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "TimeoutStopSec=130") {
+		t.Errorf("the unit does not give systemd the 2m grace plus its margin:\n%s", out)
+	}
+}

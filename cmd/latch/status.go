@@ -24,25 +24,31 @@ func newStatusCmd() *cobra.Command {
 			"can wait on it. Without a daemon it shows what the database records.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := loadConfig()
+			hc, err := loadHome()
 			if err != nil {
 				return err
 			}
-			st, err := control.NewClient(config.SocketPath(cfg.Home)).Status(cmd.Context())
+			st, err := control.NewClient(config.SocketPath(hc.home)).Status(cmd.Context())
 			running := err == nil
 			if errors.Is(err, control.ErrNoDaemon) {
-				st, err = offlineStatus(cfg)
+				st, err = offlineStatus(hc)
 			}
 			if err != nil {
 				return err
+			}
+			var configError string
+			if hc.err != nil {
+				configError = hc.err.Error()
 			}
 			if asJSON {
 				err = json.NewEncoder(cmd.OutOrStdout()).Encode(struct {
-					Running bool `json:"running"`
+					Running     bool   `json:"running"`
+					ConfigError string `json:"config_error,omitempty"`
 					control.Status
-				}{running, st})
+				}{running, configError, st})
 			} else {
-				printStatus(cmd.OutOrStdout(), running, st)
+				printStatus(cmd.OutOrStdout(), running, st, hc.err == nil)
+				printConfigError(cmd.OutOrStdout(), running, hc.err)
 			}
 			if err == nil && !running {
 				return &codeError{code: exitNotRunner}
@@ -55,13 +61,13 @@ func newStatusCmd() *cobra.Command {
 }
 
 // offlineStatus reads the store of a home whose daemon is not running.
-func offlineStatus(cfg *config.Config) (control.Status, error) {
-	st := control.Status{Home: cfg.Home}
+func offlineStatus(hc homeConfig) (control.Status, error) {
+	st := control.Status{Home: hc.home}
 	gws := []struct {
 		name       string
 		configured bool
-	}{{"telegram", cfg.Telegram.Enabled()}, {"discord", cfg.Discord.Enabled()}}
-	db, err := store.Open(config.DBPath(cfg.Home), store.Options{ReadOnly: true})
+	}{{"telegram", hc.configured("telegram")}, {"discord", hc.configured("discord")}}
+	db, err := store.Open(config.DBPath(hc.home), store.Options{ReadOnly: true})
 	if errors.Is(err, store.ErrLocked) {
 		// Held by a standalone `latch chat`, or by a daemon between its
 		// socket closing and its exit: the latch cannot be read, and
@@ -84,7 +90,7 @@ func offlineStatus(cfg *config.Config) (control.Status, error) {
 			if err != nil {
 				return err
 			}
-			if gs.Configured = g.configured; g.configured || gs.Latch != nil {
+			if gs.Configured = g.configured; g.configured || gs.Latch != nil || gs.Pending != nil {
 				st.Gateways = append(st.Gateways, gs)
 			}
 		}
@@ -93,7 +99,9 @@ func offlineStatus(cfg *config.Config) (control.Status, error) {
 	return st, err
 }
 
-func printStatus(w io.Writer, running bool, st control.Status) {
+// printStatus prints st; configKnown is false when config.toml does not
+// load, so that without a daemon nobody can tell which gateways are on.
+func printStatus(w io.Writer, running bool, st control.Status, configKnown bool) {
 	if running {
 		fmt.Fprintf(w, "latch %s is running (pid %d, up %s)\n", st.Version, st.PID, time.Since(st.StartedAt).Round(time.Second))
 		if m := st.Memory; m != nil {
@@ -116,6 +124,8 @@ func printStatus(w io.Writer, running bool, st control.Status) {
 		fmt.Fprintf(w, "\n%s\n", g.Name)
 		state := "not configured"
 		switch {
+		case !running && !configKnown:
+			state = "unknown: config.toml does not load"
 		case g.Configured && !running:
 			state = "configured"
 		case g.Connected:
@@ -144,5 +154,20 @@ func printStatus(w io.Writer, running bool, st control.Status) {
 		}
 		fmt.Fprintf(w, "  handled:  %d messages · %d running · %d from strangers dropped · %d failed pairing attempts\n",
 			g.Handled, g.Running, g.StrangersDropped, g.FailedAttempts)
+	}
+}
+
+// printConfigError says that config.toml does not load, and what that
+// means for a daemon that runs (it keeps what it loaded) and one that
+// does not (it cannot start).
+func printConfigError(w io.Writer, running bool, err error) {
+	if err == nil {
+		return
+	}
+	fmt.Fprintf(w, "\nconfig.toml no longer loads: %v\n", err)
+	if running {
+		fmt.Fprintln(w, "The daemon keeps the config it loaded; a reload or restart would fail until this is fixed (`latch doctor` says how).")
+	} else {
+		fmt.Fprintln(w, "latch cannot start until this is fixed (`latch doctor` says how); `latch unpair` works meanwhile.")
 	}
 }

@@ -17,7 +17,7 @@ func TestPrintStatusCommands(t *testing.T) {
 		{"no cgroup per command: cgroup v2 is not mounted", "  commands: ended by a walk of /proc (no cgroup per command: cgroup v2 is not mounted)\n"},
 	} {
 		var b bytes.Buffer
-		printStatus(&b, true, control.Status{PID: 7, Version: "v1", StartedAt: time.Now(), Commands: tc.commands})
+		printStatus(&b, true, control.Status{PID: 7, Version: "v1", StartedAt: time.Now(), Commands: tc.commands}, true)
 		if !strings.Contains(b.String(), tc.want) {
 			t.Errorf("status:\n%s\nwant the line %q", b.String(), tc.want)
 		}

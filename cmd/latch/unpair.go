@@ -19,14 +19,15 @@ func newUnpairCmd() *cobra.Command {
 		Short: "Remove a gateway's latch, and with it any pending code; the old chat is told, best effort",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, err := loadConfig()
+			// Not config.Load: the brake must work whatever config.toml holds.
+			home, err := config.HomeDir()
 			if err != nil {
 				return err
 			}
 			gateway := args[0]
-			err = control.NewClient(config.SocketPath(cfg.Home)).Unpair(cmd.Context(), gateway)
+			err = control.NewClient(config.SocketPath(home)).Unpair(cmd.Context(), gateway)
 			if errors.Is(err, control.ErrNoDaemon) {
-				err = unpairOffline(cfg, gateway)
+				err = unpairOffline(home, gateway)
 			}
 			if errors.Is(err, control.ErrNotLatched) {
 				fmt.Fprintf(cmd.OutOrStdout(), "%s was not paired.\n", gateway)
@@ -43,8 +44,8 @@ func newUnpairCmd() *cobra.Command {
 
 // unpairOffline removes the latch in the store directly; the notice to the
 // old chat waits in the inbox for the next start.
-func unpairOffline(cfg *config.Config, gateway string) error {
-	_, err := withStore(cfg, func(db *store.DB, p *pairing.Pairer) (struct{}, error) {
+func unpairOffline(home, gateway string) error {
+	_, err := withStore(home, func(db *store.DB, p *pairing.Pairer) (struct{}, error) {
 		old, err := daemon.UnpairOffline(db, p, gateway)
 		if err == nil && old == nil {
 			err = control.ErrNotLatched
