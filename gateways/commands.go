@@ -43,6 +43,8 @@ func (h *Hub) immediate(e store.Entry) (reply string, ok bool) {
 		return HelpText, true
 	case "pair":
 		return "This chat is already paired.", true
+	case cmdLatchOK, cmdLatchDeny:
+		return h.latchCommand(e, name, arg), true
 	default:
 		return "Unknown command /" + name + ".\n\n" + HelpText, true
 	}
@@ -145,7 +147,9 @@ const noticeFor = 24 * time.Hour
 func (h *Hub) sendNotice(ctx context.Context, e store.Entry) {
 	wait, deadline := cmp.Or(h.noticeWait, time.Second), h.cfg.Now().Add(noticeFor)
 	for {
-		err := h.trySend(ctx, e.Gateway, e.ChatID, Reply{Text: e.Text, ReplyTo: e.MessageID, Paired: e.Text == MsgPaired})
+		x := decodeExtra(e)
+		err := h.trySend(ctx, e.Gateway, e.ChatID, Reply{Text: e.Text, ReplyTo: e.MessageID, Paired: e.Text == MsgPaired,
+			Markdown: x.Markdown, Buttons: x.Buttons})
 		switch {
 		case err == nil:
 			h.finish(e, false)

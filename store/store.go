@@ -40,9 +40,14 @@ var (
 	bucketAudit    = []byte("audit")
 	bucketBots     = []byte("bots")
 	bucketSessions = []byte("sessions")
+	// bucketApprovals holds LatchRequests, bucketUnpaired the last unpair
+	// of each gateway (approvals.go).
+	bucketApprovals = []byte("approvals")
+	bucketUnpaired  = []byte("unpaired")
 
 	allBuckets = [][]byte{bucketMeta, bucketLatches, bucketPending, bucketCursors,
-		bucketInbox, bucketCounters, bucketAudit, bucketBots, bucketSessions}
+		bucketInbox, bucketCounters, bucketAudit, bucketBots, bucketSessions,
+		bucketApprovals, bucketUnpaired}
 
 	keySchema = []byte("schema")
 )
