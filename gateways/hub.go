@@ -31,7 +31,7 @@ const (
 	MsgPairFailed = "That code is not valid: a code works once, within its time, and five wrong tries burn it. " +
 		"Mint a new one on the machine with `latch pair` and send it here. " +
 		"Tries from this chat in the next 10 seconds get no answer."
-	MsgPaired     = "Paired. This chat now controls latch on this machine:\n" +
+	MsgPaired = "Paired. This chat now controls latch on this machine:\n" +
 		"  !<command>  runs a shell command\n  /status  /stop  /help"
 )
 
