@@ -142,6 +142,8 @@ func decodeError(status int, r io.Reader) error {
 		e.sentinel = ErrNotLatched
 	case codeRefused:
 		e.sentinel = ErrRefused
+	case codeLatched:
+		e.sentinel = ErrLatched
 	default:
 		e.sentinel = chatSentinel(eb.Code)
 	}

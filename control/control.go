@@ -33,6 +33,9 @@ var (
 	// ErrRefused: the caller may not do this (403). The server also
 	// returns it for a peer whose uid is not the daemon's.
 	ErrRefused = errors.New("refused")
+	// ErrLatched: the gateway is latched, and a plain mint cannot make a
+	// second latch beside it (409); MintRequest.Replace moves it instead.
+	ErrLatched = errors.New("gateway is latched")
 )
 
 // ErrNoDaemon is returned (wrapped) by the Client when nothing listens on
@@ -72,16 +75,20 @@ type MintRequest struct {
 	Gateway string
 	// TTL is how long the code stays valid; zero lets the daemon choose.
 	TTL time.Duration
+	// Replace asks for a code that moves the gateway's latch to the chat
+	// that redeems it, once a latched chat approves (`latch pair --replace`).
+	Replace bool
 }
 
 type mintRequestWire struct {
 	Gateway string `json:"gateway"`
 	TTL     string `json:"ttl,omitempty"`
+	Replace bool   `json:"replace,omitempty"`
 }
 
 // MarshalJSON encodes the TTL as a Go duration string.
 func (r MintRequest) MarshalJSON() ([]byte, error) {
-	w := mintRequestWire{Gateway: r.Gateway}
+	w := mintRequestWire{Gateway: r.Gateway, Replace: r.Replace}
 	if r.TTL != 0 {
 		w.TTL = r.TTL.String()
 	}
@@ -105,7 +112,7 @@ func (r *MintRequest) UnmarshalJSON(b []byte) error {
 		}
 		ttl = d
 	}
-	*r = MintRequest{Gateway: w.Gateway, TTL: ttl}
+	*r = MintRequest{Gateway: w.Gateway, TTL: ttl, Replace: w.Replace}
 	return nil
 }
 
@@ -118,6 +125,10 @@ type MintResult struct {
 	// Link opens the bot with the code filled in (t.me/<bot>?start=<code>),
 	// when the platform has such links.
 	Link string `json:"link,omitempty"`
+	// Approval: the latch the code makes waits for the owner's approval
+	// in a latched chat. Replace: it moves the gateway's latch.
+	Approval bool `json:"approval,omitempty"`
+	Replace  bool `json:"replace,omitempty"`
 }
 
 // unpairRequest is the body of POST /v1/unpair.
@@ -234,6 +245,7 @@ const (
 	codeUnknownGateway = "unknown_gateway"
 	codeNotLatched     = "not_latched"
 	codeRefused        = "refused"
+	codeLatched        = "latched"
 	codeBadRequest     = "bad_request"
 	codeTooLarge       = "too_large"
 	codeNotFound       = "not_found"

@@ -242,6 +242,7 @@ func (d *Daemon) serve(ctx context.Context, ctl *control.Server, gws []gateways.
 			cancel()
 		}
 	})
+	wg.Go(func() { d.expireLatchRequests(ctx) })
 	close(d.ready)
 	d.Log.Info("latch is running", "home", d.Config.Home, "gateways", len(gws), "version", d.Version)
 	var err error
@@ -256,6 +257,26 @@ func (d *Daemon) serve(ctx context.Context, ctl *control.Server, gws []gateways.
 	wg.Wait()
 	d.Log.Info("latch stopped")
 	return err
+}
+
+// expireEvery is how often waiting latch requests are checked for expiry.
+const expireEvery = 30 * time.Second
+
+// expireLatchRequests drops the latch requests nobody answered in time
+// (and tells the chats) until ctx ends.
+func (d *Daemon) expireLatchRequests(ctx context.Context) {
+	t := time.NewTicker(expireEvery)
+	defer t.Stop()
+	for {
+		if err := d.hub.ExpireLatchRequests(); err != nil {
+			d.Log.Warn("expiring latch requests", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }
 
 // runGateway starts g, retrying transient failures, then reads from it

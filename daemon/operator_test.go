@@ -29,9 +29,9 @@ func runOperatorClient(op string) int {
 	var err error
 	var done string
 	switch op {
-	case "mint":
+	case "mint", "mint-replace":
 		var res control.MintResult
-		res, err = c.Mint(ctx, control.MintRequest{Gateway: "telegram"})
+		res, err = c.Mint(ctx, control.MintRequest{Gateway: "telegram", Replace: op == "mint-replace"})
 		done = "MINTED " + res.Code
 	case "unpair":
 		err = c.Unpair(ctx, "telegram")
@@ -94,8 +94,8 @@ func TestE2ENoMintFromInsideARun(t *testing.T) {
 	}
 	// The owner's own shell (here: the test process) still can, and the
 	// latched chat hears about it.
-	e.mint()
-	e.waitReply(owner.ID, "pairing code for this bot was minted")
+	e.mintReq(control.MintRequest{Gateway: "telegram", Replace: true})
+	e.waitReply(owner.ID, "pairing code for the telegram bot")
 	if st := e.status(); st.Latch == nil {
 		t.Fatal("latch lost")
 	}
@@ -111,8 +111,8 @@ func TestE2ENoUnpairFromInsideARun(t *testing.T) {
 	e.start()
 	e.pair()
 	// A pending code, so the test also sees a refused unpair leave it be.
-	e.mint()
-	e.waitReply(owner.ID, "pairing code for this bot was minted")
+	e.mintReq(control.MintRequest{Gateway: "telegram", Replace: true})
+	e.waitReply(owner.ID, "pairing code for the telegram bot")
 	for _, forked := range []bool{false, true} {
 		if m := fromInsideARun(e, "unpair", forked); !strings.Contains(m, "REFUSED") || strings.Contains(m, "UNPAIRED") {
 			t.Fatalf("a command from the chat (forked: %v) got %q, want REFUSED", forked, m)

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
+	"strings"
 	"time"
 
 	qrcode "github.com/skip2/go-qrcode"
@@ -20,42 +22,87 @@ import (
 
 func newPairCmd() *cobra.Command {
 	var ttl time.Duration
-	var asJSON bool
+	var asJSON, replace bool
 	cmd := &cobra.Command{
-		Use:   "pair <gateway>",
+		Use:   "pair [gateway]",
 		Short: "Mint a one-shot pairing code for a gateway (e.g. telegram)",
 		Long: "pair mints a code through the running daemon's control socket, or directly in\n" +
 			"the database when no daemon runs. Send `/pair CODE` to the bot from the chat\n" +
-			"that should control latch. A new code supersedes the previous one.",
-		Args: cobra.ExactArgs(1),
+			"that should control latch. A new code supersedes the previous one. With one\n" +
+			"gateway configured the argument may be left out.\n\n" +
+			"While any gateway is paired, the latch a code makes waits for your approval\n" +
+			"by button in a paired chat. A paired gateway gets no plain code: --replace\n" +
+			"mints one that moves it to the chat that redeems it, once the chat paired now\n" +
+			"approves (moving to a new phone). Lost the phone? `latch unpair` it first.",
+		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg, err := loadConfig()
 			if err != nil {
 				return err
 			}
-			res, err := mint(cmd, cfg, args[0], ttl)
+			gateway, err := pairTarget(cfg, args)
+			if err != nil {
+				return err
+			}
+			res, err := mint(cmd, cfg, control.MintRequest{Gateway: gateway, TTL: ttl, Replace: replace})
 			if err != nil {
 				return err
 			}
 			return printMint(cmd.OutOrStdout(), res, asJSON)
 		},
 	}
-	cmd.Flags().DurationVar(&ttl, "ttl", pairing.DefaultTTL, "how long the code stays valid (max 1h)")
-	cmd.Flags().BoolVar(&asJSON, "json", false, `print {"gateway","code","expires_at","link"}`)
+	cmd.Flags().DurationVar(&ttl, "ttl", pairing.DefaultTTL, fmt.Sprintf("how long the code stays valid (max %v)", pairing.MaxTTL))
+	cmd.Flags().BoolVar(&replace, "replace", false, "move a paired gateway to the chat that redeems the code (the chat paired now approves)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, `print {"gateway","code","expires_at","link","approval","replace"}`)
 	return cmd
 }
 
-func mint(cmd *cobra.Command, cfg *config.Config, gateway string, ttl time.Duration) (control.MintResult, error) {
+// gatewayNames are the gateways latch knows, in the order it lists them.
+var gatewayNames = []string{"telegram", "discord"}
+
+// pairTarget is the gateway `latch pair` mints for: the one named, or the
+// only one configured; otherwise an error that lists the configured ones.
+func pairTarget(cfg *config.Config, args []string) (string, error) {
+	var have []string
+	for _, name := range gatewayNames {
+		if configured(cfg, name) {
+			have = append(have, name)
+		}
+	}
+	if len(args) == 1 {
+		name := args[0]
+		switch {
+		case configured(cfg, name):
+			return name, nil
+		case slices.Contains(gatewayNames, name):
+			return "", fmt.Errorf("%s is not configured: set [%s] token in config.toml (or %s), restart latch, and pair again", name, name, tokenVariable(name))
+		case len(have) == 0:
+			return "", fmt.Errorf("there is no gateway %q, and none is configured: latch has %s", name, strings.Join(gatewayNames, " and "))
+		}
+		return "", fmt.Errorf("there is no gateway %q; configured: %s", name, strings.Join(have, ", "))
+	}
+	switch len(have) {
+	case 0:
+		return "", fmt.Errorf("no gateway is configured: set [telegram] token in config.toml (or %s), then run `latch pair telegram`", tokenVariable("telegram"))
+	case 1:
+		return have[0], nil
+	}
+	return "", fmt.Errorf("say which gateway to pair: `latch pair %s` (configured: %s)", have[0], strings.Join(have, ", "))
+}
+
+func tokenVariable(gateway string) string { return "LATCH_" + strings.ToUpper(gateway) + "_TOKEN" }
+
+func mint(cmd *cobra.Command, cfg *config.Config, req control.MintRequest) (control.MintResult, error) {
 	client := control.NewClient(config.SocketPath(cfg.Home))
-	res, err := client.Mint(cmd.Context(), control.MintRequest{Gateway: gateway, TTL: ttl})
+	res, err := client.Mint(cmd.Context(), req)
 	if !errors.Is(err, control.ErrNoDaemon) {
 		return res, err
 	}
 	// No daemon: mint straight into the store. Opening it takes the file
-	// lock, so this cannot race a daemon that is starting.
-	if !configured(cfg, gateway) {
-		return res, fmt.Errorf("gateway %q is not configured (known: telegram, discord; set its token first)", gateway)
-	}
+	// lock, so this cannot race a daemon that is starting. The approval
+	// rule holds here too: pairing records with the code whether its latch
+	// needs approval, and decides again when it is redeemed.
+	gateway := req.Gateway
 	return withStore(cfg, func(db *store.DB, p *pairing.Pairer) (control.MintResult, error) {
 		var bot string
 		db.View(func(tx *store.Tx) (err error) { bot, err = tx.BotName(gateway); return err })
@@ -65,7 +112,7 @@ func mint(cmd *cobra.Command, cfg *config.Config, gateway string, ttl time.Durat
 			}
 			return "https://t.me/" + bot + "?start=" + code
 		}
-		return daemon.MintOffline(db, p, gateway, ttl, link)
+		return daemon.MintOffline(db, p, req, link)
 	})
 }
 
@@ -109,6 +156,12 @@ func printMint(w io.Writer, res control.MintResult, asJSON bool) error {
 	fmt.Fprintf(w, "Valid until %s (%s). One use; 5 wrong tries burn it.\n",
 		res.ExpiresAt.Local().Format("15:04:05"), time.Until(res.ExpiresAt).Round(time.Second))
 	fmt.Fprintf(w, "From the chat that should control latch, send:\n\n    /pair %s\n\n", res.Code)
+	switch {
+	case res.Replace:
+		fmt.Fprintf(w, "It moves %s to the chat that sends it, once you approve the move in the chat paired now.\n", res.Gateway)
+	case res.Approval:
+		fmt.Fprintln(w, "A gateway is paired, so the new latch waits for your approval by button in a paired chat.")
+	}
 	if res.Link == "" {
 		return nil
 	}
