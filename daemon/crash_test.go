@@ -23,11 +23,13 @@ import (
 const childEnv = "LATCH_TEST_DAEMON_CHILD"
 
 func TestMain(m *testing.M) {
-	if os.Getenv(childEnv) == "1" {
-		os.Exit(runChild())
-	}
+	// A client first: one a child daemon's command starts inherits
+	// childEnv.
 	if op := os.Getenv(operatorClientEnv); op != "" {
 		os.Exit(runOperatorClient(op))
+	}
+	if os.Getenv(childEnv) == "1" {
+		os.Exit(runChild())
 	}
 	os.Exit(m.Run())
 }

@@ -17,8 +17,10 @@ func describePeer(pid int) string {
 		return "from the control socket, caller unknown"
 	}
 	out := fmt.Sprintf("from the control socket by pid %d (%s)", pid, comm(pid))
-	if ppid := parentOf(pid); ppid > 0 {
-		out += fmt.Sprintf(", child of pid %d (%s)", ppid, comm(ppid))
+	// A few ancestors: the shell and what runs it (a terminal, tmux,
+	// sshd, a service manager).
+	for i, p := 0, parentOf(pid); i < 3 && p > 1; i, p = i+1, parentOf(p) {
+		out += fmt.Sprintf(" ← %d (%s)", p, comm(p))
 	}
 	if cg := cgroupOf(pid); cg != "" {
 		out += ", cgroup " + cg
