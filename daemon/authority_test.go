@@ -158,3 +158,36 @@ func TestE2EOfflineUnpairThenMint(t *testing.T) {
 		t.Fatalf("after the restart: latch %+v, pending %+v; want neither", st.Latch, st.Pending)
 	}
 }
+
+// TestE2ESecretsNotInTheDaemonsEnviron: the issue's reproduction, `!tr
+// '\0' '\n' < /proc/$PPID/environ`, against a real daemon process that got
+// its bot token and model key from its environment, as under systemd. The
+// command's own environment was clean already; the daemon's, read from
+// /proc by a real child, was not. With Harden the daemon is non-dumpable
+// (its /proc files are root's; an unprivileged command cannot read them)
+// and the variables' bytes are gone from the block /proc shows (what root,
+// as in CI, still reads). The control run without Harden shows the test
+// sees the secrets when they are there; the daemon still pairs with the
+// token it took out of its environment.
+func TestE2ESecretsNotInTheDaemonsEnviron(t *testing.T) {
+	const apiKey = "sk-ant-test-environ-4f1c9a"
+	for _, harden := range []bool{false, true} {
+		e := newEnv(t)
+		e.childEnv = []string{"ANTHROPIC_API_KEY=" + apiKey}
+		if !harden {
+			e.childEnv = append(e.childEnv, noHardenEnv+"=1")
+		}
+		e.startChild()
+		e.pair()
+		label := "environ-" + strconv.FormatBool(harden)
+		e.say(owner, "!echo "+label+"; tr '\\0' '\\n' < /proc/$PPID/environ; grep -c '' /proc/$PPID/environ")
+		r := e.waitReply(owner.ID, label).Current()
+		leaked := strings.Contains(r, apiKey) || strings.Contains(r, testToken)
+		switch {
+		case !harden && !leaked:
+			t.Fatalf("without Harden the command could not read the secrets from the daemon's environ, so this test proves nothing:\n%s", r)
+		case harden && leaked:
+			t.Fatalf("the command read a secret from /proc/$PPID/environ:\n%s", r)
+		}
+	}
+}

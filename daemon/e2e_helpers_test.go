@@ -56,6 +56,9 @@ type env struct {
 	// daemon mid-command do not wait.
 	grace time.Duration
 
+	// childEnv is added to a child daemon's environment (startChild).
+	childEnv []string
+
 	mu     sync.Mutex
 	offset time.Duration
 	minted []string // every pairing code minted, for the log scan
