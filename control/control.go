@@ -19,6 +19,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"time"
 )
 
@@ -225,6 +226,9 @@ type peerKey struct{}
 type peerResult struct {
 	peer Peer
 	err  error
+	// pidfd is the peer process's (see peerPIDFD), nil if none; closed
+	// with the connection.
+	pidfd *os.File
 }
 
 // PeerFromContext returns the verified peer of the request whose context

@@ -35,6 +35,11 @@ func (d *Daemon) operator(ctx context.Context) error {
 		d.Log.Warn("refused a pairing request from a process latch started", "peer_pid", peer.PID)
 		return errFromRun
 	}
+	// The ancestry was read by pid: it must still be the caller's.
+	if err := control.CallerStillThere(ctx); err != nil {
+		d.Log.Warn("refused a pairing request whose caller exited before it was checked", "peer_pid", peer.PID)
+		return err
+	}
 	return nil
 }
 
