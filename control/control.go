@@ -154,6 +154,16 @@ type Status struct {
 	// and the model it has. Config validation keeps credentials out of
 	// them (no user info, no query).
 	Endpoints map[string]string `json:"endpoints,omitempty"`
+	// Escaped are processes this daemon's commands left running outside
+	// its process tree, where /stop and timeouts cannot reach them, as far
+	// as the daemon can see (see SECURITY.md).
+	Escaped []EscapedProcess `json:"escaped,omitempty"`
+}
+
+// EscapedProcess is one process of Status.Escaped.
+type EscapedProcess struct {
+	PID     int    `json:"pid"`
+	Command string `json:"command"`
 }
 
 // Keys of Status.Endpoints.

@@ -191,3 +191,30 @@ func TestE2ESecretsNotInTheDaemonsEnviron(t *testing.T) {
 		}
 	}
 }
+
+// TestE2EEscapedProcessIsListed: a command hands a process to the owner's
+// tmux, outside the daemon's tree, where /stop cannot end it. latch cannot
+// prevent that between processes of one uid; it reports it, in `latch
+// status` and the chat's /status, where the process kept the daemon's
+// marker (here tmux is told to pass it).
+func TestE2EEscapedProcessIsListed(t *testing.T) {
+	e := newEnv(t)
+	e.startChild()
+	e.pair()
+	sock := ownerTmux(t, e)
+	e.say(owner, "!tmux -S "+sock+" new-window -d -e LATCH_DAEMON=$LATCH_DAEMON 'sleep 321'; echo handed-off")
+	e.waitReply(owner.ID, "handed-off")
+	var found bool
+	waitFor(t, func() bool {
+		st, err := e.client().Status(t.Context())
+		if err != nil {
+			return false
+		}
+		for _, p := range st.Escaped {
+			found = found || strings.Contains(p.Command, "sleep 321")
+		}
+		return found
+	})
+	e.say(owner, "/status")
+	e.waitReply(owner.ID, "left running outside latch's reach")
+}

@@ -213,7 +213,7 @@ func (d *Daemon) Unpair(ctx context.Context, gateway string) error {
 // Status implements control.Backend.
 func (d *Daemon) Status(ctx context.Context) (control.Status, error) {
 	st := control.Status{PID: os.Getpid(), Version: d.Version, StartedAt: d.started, Home: d.Config.Home, Memory: memoryInfo(),
-		Commands: d.commands, Endpoints: d.endpoints()}
+		Commands: d.commands, Endpoints: d.endpoints(), Escaped: escaped(d.marker)}
 	err := d.db.View(func(tx *store.Tx) error {
 		for name, g := range d.byName {
 			gs, err := GatewayStatus(tx, name, time.Now())

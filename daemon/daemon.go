@@ -71,6 +71,8 @@ type Daemon struct {
 	// cannot have them, and commands says why (control.Status.Commands).
 	cgroups  *tools.Cgroups
 	commands string
+	// marker tags the environment of every command (escaped.go).
+	marker string
 }
 
 // New returns a daemon for cfg.
@@ -127,6 +129,9 @@ func (d *Daemon) Run(ctx context.Context) error {
 		return fmt.Errorf("become subreaper: %w", err)
 	}
 	d.reaper = tools.NewReaper()
+	if d.marker, err = markEnvironment(); err != nil {
+		return fmt.Errorf("mark the environment: %w", err)
+	}
 	// Removed after serve, which returns once the last command has ended.
 	cgroups, err := tools.OpenCgroups()
 	d.commands = control.CommandsInCgroups
@@ -173,6 +178,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		Agent:       ag,
 		Files:       ws,
 		Heartbeat:   d.heartbeat,
+		Escaped:     func() []string { return escapedLines(escaped(d.marker)) },
 		// Without a systemd watchdog the beat still refreshes STATUS=.
 		HeartbeatEvery: cmp.Or(watchdogEvery(), 30*time.Second),
 		ShutdownGrace:  cmp.Or(d.ShutdownGrace, DefaultShutdownGrace),

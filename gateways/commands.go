@@ -100,6 +100,11 @@ func (h *Hub) statusText(gateway string, key chatKey) string {
 		return err
 	})
 	fmt.Fprintf(&b, "handled: %d messages", handled)
+	if h.cfg.Escaped != nil {
+		if left := h.cfg.Escaped(); len(left) > 0 {
+			b.WriteString("\nleft running outside latch's reach (/stop cannot end them):\n  " + strings.Join(left, "\n  "))
+		}
+	}
 	if h.cfg.Agent != nil {
 		st, err := h.cfg.Agent.Status(agent.SessionKey{Gateway: key.gateway, Chat: key.chatID})
 		if err == nil {

@@ -56,6 +56,9 @@ type Config struct {
 	// HeartbeatEvery: a wedged loop stops calling it (systemd's watchdog).
 	Heartbeat      func()
 	HeartbeatEvery time.Duration
+	// Escaped, when set, lists what commands left running outside the
+	// daemon's reach, for /status.
+	Escaped func() []string
 	// ShutdownGrace is how long running jobs may finish after Run's
 	// context ends before they are stopped.
 	ShutdownGrace time.Duration

@@ -106,6 +106,12 @@ func printStatus(w io.Writer, running bool, st control.Status) {
 		default:
 			fmt.Fprintf(w, "  commands: ended by a walk of /proc (%s)\n", st.Commands)
 		}
+		if len(st.Escaped) > 0 {
+			fmt.Fprintln(w, "  left running by commands outside latch's reach (/stop cannot end them):")
+			for _, p := range st.Escaped {
+				fmt.Fprintf(w, "    pid %d  %s\n", p.PID, p.Command)
+			}
+		}
 	} else {
 		fmt.Fprintln(w, "latch is not running")
 	}
