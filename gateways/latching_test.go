@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/latchd/latch/pairing"
 	"github.com/latchd/latch/store"
@@ -125,5 +126,36 @@ func TestLatchRequestTypedCommands(t *testing.T) {
 	f.ingest(t, "6", private("100", "/approvelatch "+id))
 	if r := f.gw.next(t); r.chatID != "100" || !strings.Contains(r.Text, "expired or was answered") {
 		t.Fatalf("approving a denied request: %+v", r)
+	}
+}
+
+// TestWrongCodeFeedbackPerWindow: a chat's failed attempts get one answer
+// per attempt window, the same whatever the reason, in the adapter's
+// formatting (Markdown: no literal backticks), saying that tries within
+// the window go unanswered; the next window's try — the right code after
+// the burn, here — is answered again. The owner got silence for
+// all but the first of six tries without knowing why.
+func TestWrongCodeFeedbackPerWindow(t *testing.T) {
+	f := newHubFixture(t, false)
+	now := time.Now()
+	f.hub.cfg.Now = func() time.Time { return now }
+	f.run(t)
+	code := f.mint(t)
+	var wrong []Message
+	for _, c := range []string{"AAAA-AAAA", "BBBB-BBBB", "CCCC-CCCC", "DDDD-DDDD", "EEEE-EEEE", "FFFF-FFFF"} {
+		wrong = append(wrong, private("300", "/pair "+c))
+	}
+	f.ingest(t, "1", wrong...)
+	r := f.gw.next(t)
+	if r.Text != MsgPairFailed || !r.Markdown || !strings.Contains(r.Text, "next 10 seconds get no answer") {
+		t.Fatalf("reply = %+v, want MsgPairFailed as Markdown naming the window", r)
+	}
+	now = now.Add(failWindow)
+	f.ingest(t, "2", private("300", "/pair "+code)) // burned by now
+	if r := f.gw.next(t); r.Text != MsgPairFailed {
+		t.Fatalf("the next window's try got %+v, want the same answer", r)
+	}
+	if n := f.gw.count(); n != 2 {
+		t.Errorf("%d replies, want one per window", n)
 	}
 }
