@@ -10,6 +10,19 @@ import (
 	"github.com/latchd/latch/store"
 )
 
+// mintReplace mints a --replace code for telegram.
+func (f *hubFixture) mintReplace(t *testing.T, origin string) pairing.Minted {
+	t.Helper()
+	var m pairing.Minted
+	if err := f.db.Update(func(tx *store.Tx) (err error) {
+		m, err = f.pairer.MintWith(tx, "telegram", 0, pairing.MintOptions{Replace: true, Origin: origin})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
 // TestLatchApprovalOnlyByTheOwnersPress: a --replace code redeemed by chat
 // 200 makes no latch; chat 100's owner gets the request with its buttons.
 // A press from the candidate's chat, from another user in the latched
@@ -22,13 +35,7 @@ func TestLatchApprovalOnlyByTheOwnersPress(t *testing.T) {
 	f.run(t)
 	f.ingest(t, "1", private("100", "/pair "+f.mint(t)))
 	f.gw.next(t)
-	var m pairing.Minted
-	if err := f.db.Update(func(tx *store.Tx) (err error) {
-		m, err = f.pairer.MintWith(tx, "telegram", 0, pairing.MintOptions{Replace: true, Origin: "from tmux"})
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
+	m := f.mintReplace(t, "from tmux")
 	cand := private("200", "/pair "+m.Code)
 	cand.ChatName, cand.UserName = "Mallory", "mallory"
 	f.ingest(t, "2", cand)
@@ -100,11 +107,7 @@ func TestLatchRequestTypedCommands(t *testing.T) {
 	f.run(t)
 	f.ingest(t, "1", private("100", "/pair "+f.mint(t)))
 	f.gw.next(t)
-	var m pairing.Minted
-	f.db.Update(func(tx *store.Tx) (err error) {
-		m, err = f.pairer.MintWith(tx, "telegram", 0, pairing.MintOptions{Replace: true})
-		return err
-	})
+	m := f.mintReplace(t, "")
 	f.ingest(t, "2", private("200", "/pair "+m.Code))
 	var id string
 	for range 2 {

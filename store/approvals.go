@@ -55,27 +55,23 @@ func (tx *Tx) DeleteLatchRequest(id string) error {
 // LatchRequests returns every waiting request, in id order. A record that
 // does not decode is an error: the callers decide who may latch.
 func (tx *Tx) LatchRequests() ([]LatchRequest, error) {
-	var out []LatchRequest
-	err := tx.each(bucketApprovals, func(k, v []byte) error {
-		var r LatchRequest
-		if err := json.Unmarshal(v, &r); err != nil {
-			return fmt.Errorf("decode %s/%s: %w", bucketApprovals, k, err)
-		}
-		out = append(out, r)
-		return nil
-	})
-	return out, err
+	return all[LatchRequest](tx, bucketApprovals)
 }
 
 // Latches returns every gateway's latch, in gateway order.
 func (tx *Tx) Latches() ([]Latch, error) {
-	var out []Latch
-	err := tx.each(bucketLatches, func(k, v []byte) error {
-		var l Latch
-		if err := json.Unmarshal(v, &l); err != nil {
-			return fmt.Errorf("decode %s/%s: %w", bucketLatches, k, err)
+	return all[Latch](tx, bucketLatches)
+}
+
+// all decodes every value of bucket; one that does not decode is an error.
+func all[T any](tx *Tx, bucket []byte) ([]T, error) {
+	var out []T
+	err := tx.each(bucket, func(k, v []byte) error {
+		var x T
+		if err := json.Unmarshal(v, &x); err != nil {
+			return fmt.Errorf("decode %s/%s: %w", bucket, k, err)
 		}
-		out = append(out, l)
+		out = append(out, x)
 		return nil
 	})
 	return out, err
@@ -93,17 +89,13 @@ func (tx *Tx) Unpaired(gateway string) (*Unpaired, error) {
 
 // LastUnpaired returns the latest unpair of any gateway, or nil.
 func (tx *Tx) LastUnpaired() (*Unpaired, error) {
+	us, err := all[Unpaired](tx, bucketUnpaired)
 	var last *Unpaired
-	err := tx.each(bucketUnpaired, func(k, v []byte) error {
-		var u Unpaired
-		if err := json.Unmarshal(v, &u); err != nil {
-			return fmt.Errorf("decode %s/%s: %w", bucketUnpaired, k, err)
+	for i := range us {
+		if last == nil || us[i].At.After(last.At) {
+			last = &us[i]
 		}
-		if last == nil || u.At.After(last.At) {
-			last = &u
-		}
-		return nil
-	})
+	}
 	return last, err
 }
 
