@@ -192,17 +192,20 @@ type MemoryInfo struct {
 // GatewayStatus describes one gateway. It says whether a code is pending,
 // never what it is.
 type GatewayStatus struct {
-	Name             string       `json:"name"`
-	Configured       bool         `json:"configured"`
-	Connected        bool         `json:"connected"`
-	BotName          string       `json:"bot_name,omitempty"`
-	LastError        string       `json:"last_error,omitempty"`
-	Latch            *LatchInfo   `json:"latch,omitempty"`
-	Pending          *PendingInfo `json:"pending,omitempty"`
-	Handled          uint64       `json:"handled"`
-	StrangersDropped uint64       `json:"strangers_dropped"`
-	FailedAttempts   uint64       `json:"failed_attempts"`
-	Running          int          `json:"running"`
+	Name       string       `json:"name"`
+	Configured bool         `json:"configured"`
+	Connected  bool         `json:"connected"`
+	BotName    string       `json:"bot_name,omitempty"`
+	LastError  string       `json:"last_error,omitempty"`
+	Latch      *LatchInfo   `json:"latch,omitempty"`
+	Pending    *PendingInfo `json:"pending,omitempty"`
+	// Waiting are redeemed codes whose latch waits for the owner's
+	// approval in a latched chat.
+	Waiting          []WaitingLatch `json:"waiting,omitempty"`
+	Handled          uint64         `json:"handled"`
+	StrangersDropped uint64         `json:"strangers_dropped"`
+	FailedAttempts   uint64         `json:"failed_attempts"`
+	Running          int            `json:"running"`
 }
 
 // LatchInfo is the chat a gateway is latched to.
@@ -220,6 +223,18 @@ type PendingInfo struct {
 	ExpiresAt time.Time `json:"expires_at"`
 	Burned    bool      `json:"burned"`
 	Attempts  int       `json:"attempts"`
+	// Approval and Replace are the code's (MintResult).
+	Approval bool `json:"approval,omitempty"`
+	Replace  bool `json:"replace,omitempty"`
+}
+
+// WaitingLatch is a chat that redeemed a code and waits for approval.
+type WaitingLatch struct {
+	ChatID    string    `json:"chat_id"`
+	ChatName  string    `json:"chat_name,omitempty"`
+	ChatType  string    `json:"chat_type"`
+	UserID    string    `json:"user_id"`
+	ExpiresAt time.Time `json:"expires_at"`
 }
 
 // Peer is the process on the other end of a control connection, as the

@@ -98,6 +98,8 @@ func TestE2EMintOutsideTheTreeWaitsForTheOwner(t *testing.T) {
 	waitFor(t, func() bool { return e.status().StrangersDropped >= before+1 })
 	if st := e.status(); st.Latch == nil || st.Latch.ChatID != strconv.FormatInt(owner.ID, 10) {
 		t.Fatalf("latch after the stranger's press = %+v, want still the owner's", st.Latch)
+	} else if len(st.Waiting) != 1 || st.Waiting[0].ChatID != strconv.FormatInt(stranger.ID, 10) {
+		t.Errorf("status shows waiting latches %+v, want the stranger's", st.Waiting)
 	}
 	e.tg.SendCallback(telegramtest.Private(owner), owner, req.MessageID, ok)
 	e.waitReply(owner.ID, "This chat was unlatched")

@@ -250,7 +250,18 @@ func GatewayStatus(tx *store.Tx, name string, now time.Time) (control.GatewaySta
 		return gs, err
 	}
 	if p != nil && (p.Burned || now.Before(p.ExpiresAt)) {
-		gs.Pending = &control.PendingInfo{ExpiresAt: p.ExpiresAt, Burned: p.Burned, Attempts: p.Attempts}
+		gs.Pending = &control.PendingInfo{ExpiresAt: p.ExpiresAt, Burned: p.Burned, Attempts: p.Attempts,
+			Approval: p.Approval, Replace: p.Replace}
+	}
+	reqs, err := tx.LatchRequests()
+	if err != nil {
+		return gs, err
+	}
+	for _, r := range reqs {
+		if r.Gateway == name && now.Before(r.ExpiresAt) {
+			gs.Waiting = append(gs.Waiting, control.WaitingLatch{ChatID: r.Chat.ChatID, ChatName: r.Chat.ChatName,
+				ChatType: r.Chat.ChatType, UserID: r.Chat.UserID, ExpiresAt: r.ExpiresAt})
+		}
 	}
 	if gs.BotName, err = tx.BotName(name); err != nil {
 		return gs, err

@@ -104,10 +104,15 @@ func (tx *Tx) PutUnpaired(u Unpaired) error {
 	return tx.putJSON(bucketUnpaired, []byte(u.Gateway), u)
 }
 
+// each calls fn for every key of bucket. A bucket a file written by an
+// older latch lacks (only a read-only open leaves it so) is empty.
 func (tx *Tx) each(bucket []byte, fn func(k, v []byte) error) error {
-	b, err := tx.bucket(bucket)
-	if err != nil {
-		return err
+	b := tx.tx.Bucket(bucket)
+	if b == nil {
+		if tx.tx.Writable() {
+			return fmt.Errorf("bucket %s missing", bucket)
+		}
+		return nil
 	}
 	return b.ForEach(fn)
 }
