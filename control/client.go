@@ -144,6 +144,8 @@ func decodeError(status int, r io.Reader) error {
 		e.sentinel = ErrRefused
 	case codeBadJob:
 		e.sentinel = ErrBadJob
+	case codeLatched:
+		e.sentinel = ErrLatched
 	default:
 		e.sentinel = chatSentinel(eb.Code)
 	}

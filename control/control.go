@@ -19,6 +19,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"time"
 )
 
@@ -33,6 +34,9 @@ var (
 	// ErrRefused: the caller may not do this (403). The server also
 	// returns it for a peer whose uid is not the daemon's.
 	ErrRefused = errors.New("refused")
+	// ErrLatched: the gateway is latched, and a plain mint cannot make a
+	// second latch beside it (409); MintRequest.Replace moves it instead.
+	ErrLatched = errors.New("gateway is latched")
 )
 
 // ErrNoDaemon is returned (wrapped) by the Client when nothing listens on
@@ -72,16 +76,20 @@ type MintRequest struct {
 	Gateway string
 	// TTL is how long the code stays valid; zero lets the daemon choose.
 	TTL time.Duration
+	// Replace asks for a code that moves the gateway's latch to the chat
+	// that redeems it, once a latched chat approves (`latch pair --replace`).
+	Replace bool
 }
 
 type mintRequestWire struct {
 	Gateway string `json:"gateway"`
 	TTL     string `json:"ttl,omitempty"`
+	Replace bool   `json:"replace,omitempty"`
 }
 
 // MarshalJSON encodes the TTL as a Go duration string.
 func (r MintRequest) MarshalJSON() ([]byte, error) {
-	w := mintRequestWire{Gateway: r.Gateway}
+	w := mintRequestWire{Gateway: r.Gateway, Replace: r.Replace}
 	if r.TTL != 0 {
 		w.TTL = r.TTL.String()
 	}
@@ -105,7 +113,7 @@ func (r *MintRequest) UnmarshalJSON(b []byte) error {
 		}
 		ttl = d
 	}
-	*r = MintRequest{Gateway: w.Gateway, TTL: ttl}
+	*r = MintRequest{Gateway: w.Gateway, TTL: ttl, Replace: w.Replace}
 	return nil
 }
 
@@ -118,6 +126,10 @@ type MintResult struct {
 	// Link opens the bot with the code filled in (t.me/<bot>?start=<code>),
 	// when the platform has such links.
 	Link string `json:"link,omitempty"`
+	// Approval: the latch the code makes waits for the owner's approval
+	// in a latched chat. Replace: it moves the gateway's latch.
+	Approval bool `json:"approval,omitempty"`
+	Replace  bool `json:"replace,omitempty"`
 }
 
 // unpairRequest is the body of POST /v1/unpair.
@@ -145,6 +157,16 @@ type Status struct {
 	// MCP describes each MCP server the daemon runs, one line each
 	// (state, tools, restarts, last failure).
 	MCP []string `json:"mcp,omitempty"`
+	// Escaped are processes this daemon's commands left running outside
+	// its process tree, where /stop and timeouts cannot reach them, as far
+	// as the daemon can see (see SECURITY.md).
+	Escaped []EscapedProcess `json:"escaped,omitempty"`
+}
+
+// EscapedProcess is one process of Status.Escaped.
+type EscapedProcess struct {
+	PID     int    `json:"pid"`
+	Command string `json:"command"`
 }
 
 // Keys of Status.Endpoints.
@@ -173,17 +195,20 @@ type MemoryInfo struct {
 // GatewayStatus describes one gateway. It says whether a code is pending,
 // never what it is.
 type GatewayStatus struct {
-	Name             string       `json:"name"`
-	Configured       bool         `json:"configured"`
-	Connected        bool         `json:"connected"`
-	BotName          string       `json:"bot_name,omitempty"`
-	LastError        string       `json:"last_error,omitempty"`
-	Latch            *LatchInfo   `json:"latch,omitempty"`
-	Pending          *PendingInfo `json:"pending,omitempty"`
-	Handled          uint64       `json:"handled"`
-	StrangersDropped uint64       `json:"strangers_dropped"`
-	FailedAttempts   uint64       `json:"failed_attempts"`
-	Running          int          `json:"running"`
+	Name       string       `json:"name"`
+	Configured bool         `json:"configured"`
+	Connected  bool         `json:"connected"`
+	BotName    string       `json:"bot_name,omitempty"`
+	LastError  string       `json:"last_error,omitempty"`
+	Latch      *LatchInfo   `json:"latch,omitempty"`
+	Pending    *PendingInfo `json:"pending,omitempty"`
+	// Waiting are redeemed codes whose latch waits for the owner's
+	// approval in a latched chat.
+	Waiting          []WaitingLatch `json:"waiting,omitempty"`
+	Handled          uint64         `json:"handled"`
+	StrangersDropped uint64         `json:"strangers_dropped"`
+	FailedAttempts   uint64         `json:"failed_attempts"`
+	Running          int            `json:"running"`
 }
 
 // LatchInfo is the chat a gateway is latched to.
@@ -201,6 +226,18 @@ type PendingInfo struct {
 	ExpiresAt time.Time `json:"expires_at"`
 	Burned    bool      `json:"burned"`
 	Attempts  int       `json:"attempts"`
+	// Approval and Replace are the code's (MintResult).
+	Approval bool `json:"approval,omitempty"`
+	Replace  bool `json:"replace,omitempty"`
+}
+
+// WaitingLatch is a chat that redeemed a code and waits for approval.
+type WaitingLatch struct {
+	ChatID    string    `json:"chat_id"`
+	ChatName  string    `json:"chat_name,omitempty"`
+	ChatType  string    `json:"chat_type"`
+	UserID    string    `json:"user_id"`
+	ExpiresAt time.Time `json:"expires_at"`
 }
 
 // Peer is the process on the other end of a control connection, as the
@@ -217,6 +254,9 @@ type peerKey struct{}
 type peerResult struct {
 	peer Peer
 	err  error
+	// pidfd is the peer process's (see peerPIDFD), nil if none; closed
+	// with the connection.
+	pidfd *os.File
 }
 
 // PeerFromContext returns the verified peer of the request whose context
@@ -237,6 +277,7 @@ const (
 	codeUnknownGateway = "unknown_gateway"
 	codeNotLatched     = "not_latched"
 	codeRefused        = "refused"
+	codeLatched        = "latched"
 	codeBadRequest     = "bad_request"
 	codeTooLarge       = "too_large"
 	codeNotFound       = "not_found"

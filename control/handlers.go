@@ -93,7 +93,7 @@ func (s *Server) handlePair(w http.ResponseWriter, r *http.Request) {
 	// by others (journald, support bundles).
 	peer, _ := PeerFromContext(r.Context())
 	s.log.Info("control: pairing code minted", "gateway", res.Gateway,
-		"expires_at", res.ExpiresAt, "peer_pid", peer.PID)
+		"expires_at", res.ExpiresAt, "replace", req.Replace, "peer_pid", peer.PID)
 	writeJSON(w, http.StatusOK, res)
 }
 
@@ -138,6 +138,8 @@ func (s *Server) backendError(w http.ResponseWriter, op string, err error) {
 		status, code = http.StatusForbidden, codeRefused
 	case errors.Is(err, ErrBadJob):
 		status, code = http.StatusBadRequest, codeBadJob
+	case errors.Is(err, ErrLatched):
+		status, code = http.StatusConflict, codeLatched
 	default:
 		s.log.Error("control: backend failed", "op", op, "err", err)
 		writeError(w, http.StatusInternalServerError, codeInternal,

@@ -57,6 +57,8 @@ type Server struct {
 
 	serving    atomic.Bool
 	removeOnce sync.Once
+	// pidfds are the open connections' peer pidfds, closed with them.
+	pidfds sync.Map // net.Conn → *os.File
 }
 
 // Listen creates the control socket at path and returns a Server ready to
@@ -96,6 +98,7 @@ func Listen(path string, b Backend, log *slog.Logger) (*Server, error) {
 	s.http = &http.Server{
 		Handler:           s.authorize(s.routes()),
 		ConnContext:       s.connContext,
+		ConnState:         s.connState,
 		ReadHeaderTimeout: readHeaderTimeout,
 		ReadTimeout:       readTimeout,
 		WriteTimeout:      writeTimeout,
@@ -208,9 +211,31 @@ func bindSocket(path string) (*net.UnixListener, os.FileInfo, error) {
 // connContext records the peer's credentials once per connection, when it
 // is accepted. A failure is recorded too, and every request on that
 // connection is then refused.
+//
+// A pid of 0 or less is refused too: SO_PEERCRED reports 0 for a peer in
+// another pid namespace, whose ancestry cannot be looked at.
 func (s *Server) connContext(ctx context.Context, c net.Conn) context.Context {
 	p, err := s.peerCred(c)
-	return context.WithValue(ctx, peerKey{}, &peerResult{peer: p, err: err})
+	if err == nil && p.PID <= 0 {
+		err = fmt.Errorf("peer credentials: pid %d (a process in another pid namespace?)", p.PID)
+	}
+	res := &peerResult{peer: p, err: err}
+	if err == nil {
+		if res.pidfd = peerPIDFD(c, p.PID); res.pidfd != nil {
+			s.pidfds.Store(c, res.pidfd)
+		}
+	}
+	return context.WithValue(ctx, peerKey{}, res)
+}
+
+// connState closes a connection's peer pidfd when it ends.
+func (s *Server) connState(c net.Conn, st http.ConnState) {
+	if st != http.StateClosed && st != http.StateHijacked {
+		return
+	}
+	if f, ok := s.pidfds.LoadAndDelete(c); ok {
+		f.(*os.File).Close()
+	}
 }
 
 // Serve answers requests until ctx ends, then shuts down gracefully

@@ -2,9 +2,13 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"runtime/metrics"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/latchd/latch/agent/tools"
@@ -14,9 +18,6 @@ import (
 	"github.com/latchd/latch/schedule"
 	"github.com/latchd/latch/store"
 )
-
-// notifyTimeout bounds best-effort messages sent on behalf of the CLI.
-const notifyTimeout = 10 * time.Second
 
 // errFromRun refuses operator requests that come from inside a run.
 var errFromRun = fmt.Errorf("%w: this request comes from a process latch started (a chat command or an agent tool); "+
@@ -35,6 +36,11 @@ func (d *Daemon) operator(ctx context.Context) error {
 		d.Log.Warn("refused a pairing request from a process latch started", "peer_pid", peer.PID)
 		return errFromRun
 	}
+	// The ancestry was read by pid: it must still be the caller's.
+	if err := control.CallerStillThere(ctx); err != nil {
+		d.Log.Warn("refused a pairing request whose caller exited before it was checked", "peer_pid", peer.PID)
+		return err
+	}
 	return nil
 }
 
@@ -45,93 +51,136 @@ func (d *Daemon) Mint(ctx context.Context, req control.MintRequest) (control.Min
 	}
 	g := d.byName[req.Gateway]
 	if g == nil {
-		return control.MintResult{}, fmt.Errorf("%q: %w", req.Gateway, control.ErrUnknownGateway)
+		return control.MintResult{}, d.unknownGateway(req.Gateway)
 	}
-	res, latch, err := MintIn(d.db, d.pairer, req.Gateway, req.TTL, linker(g))
+	peer, _ := control.PeerFromContext(ctx)
+	res, err := MintIn(d.db, d.pairer, req, linker(g), describePeer(int(peer.PID)), "")
 	if err != nil {
 		return control.MintResult{}, err
 	}
-	if latch != nil {
-		// Whoever holds the latched chat should know a code exists: if
-		// they did not mint it, something on the machine did.
-		d.announce(latch, mintNotice(req.Gateway, time.Now(), ""))
-	}
+	d.hub.Wake() // the announcements are queued
 	return res, nil
 }
 
-// mintNotice tells a latched chat that a code was minted; while is ""
+// unknownGateway names the gateways there are, so the caller sees the way
+// out.
+func (d *Daemon) unknownGateway(name string) error {
+	names := slices.Sorted(maps.Keys(d.byName))
+	if len(names) == 0 {
+		return fmt.Errorf("%w: %q: the running daemon has no gateway configured (set [telegram] token in config.toml, or LATCH_TELEGRAM_TOKEN, and restart it)", control.ErrUnknownGateway, name)
+	}
+	return fmt.Errorf("%w: %q is not configured in the running daemon; it has: %s", control.ErrUnknownGateway, name, strings.Join(names, ", "))
+}
+
+// mintNotice tells every latched chat that a code was minted; while is ""
 // or says when no daemon ran.
-func mintNotice(gateway string, at time.Time, while string) string {
-	return fmt.Sprintf("🔑 A pairing code for this bot was minted on the machine at %s%s. "+
-		"If that was not you, run `latch unpair %s` on the machine.", at.Format("15:04"), while, gateway)
+func mintNotice(m pairing.Minted, gateway string, at time.Time, origin, while string) gateways.Notice {
+	what := "A pairing code for the " + gateway + " bot"
+	switch {
+	case m.Replace:
+		what += " (--replace: it moves that bot to another chat)"
+	}
+	text := fmt.Sprintf("🔑 %s was minted on the machine at %s%s, %s. ", what, at.Local().Format("15:04"), while, gateways.EscapeMarkdown(origin))
+	if m.Approval {
+		text += "Whoever redeems it waits for your approval here. "
+	}
+	text += fmt.Sprintf("If that was not you, run `latch unpair %s` on the machine.", gateway)
+	return gateways.Notice{Text: text, Markdown: true}
 }
 
 // unpairNotice is the last thing an unpaired chat is told.
-func unpairNotice(while string) string {
-	return "This chat was unpaired from latch on the machine" + while + ". It no longer controls anything there."
+func unpairNotice(while string) gateways.Notice {
+	return gateways.Notice{Text: "This chat was unpaired from latch on the machine" + while + ". It no longer controls anything there."}
 }
 
 // whileStopped qualifies a notice queued by the CLI with no daemon running.
 const whileStopped = " while latch was stopped"
 
-// MintIn mints a code for gateway in db; it serves both the daemon and the
-// CLI when no daemon runs. It also returns the current latch, if any.
-func MintIn(db *store.DB, p *pairing.Pairer, gateway string, ttl time.Duration, link func(code string) string) (control.MintResult, *store.Latch, error) {
-	return mintIn(db, p, gateway, ttl, link, false)
-}
+// offlineOrigin is what latch can tell of a mint the CLI wrote into the
+// store with no daemon running: nothing about who ran it.
+const offlineOrigin = "written into the database by `latch pair` while no daemon ran (latch cannot tell who ran it)"
 
-// MintOffline is MintIn for the CLI when no daemon runs: the announcement
-// to the latched chat is queued in the inbox in the same transaction, and
-// the next start sends it. Without it a command run from the chat could
-// kill the daemon and mint from the orphan it left, unannounced.
-func MintOffline(db *store.DB, p *pairing.Pairer, gateway string, ttl time.Duration, link func(code string) string) (control.MintResult, error) {
-	res, _, err := mintIn(db, p, gateway, ttl, link, true)
+// MintIn mints a code in db, for the daemon and for the CLI when no daemon
+// runs (while is then whileStopped). Every latched chat is told, in the
+// same transaction: a mint no chat hears of could be a process on the
+// machine minting for a gateway nobody watches.
+func MintIn(db *store.DB, p *pairing.Pairer, req control.MintRequest, link func(code string) string, origin, while string) (control.MintResult, error) {
+	var res control.MintResult
+	err := db.Update(func(tx *store.Tx) error {
+		m, err := p.MintWith(tx, req.Gateway, req.TTL, pairing.MintOptions{Replace: req.Replace, Origin: origin})
+		if err != nil {
+			return mintRefusal(req.Gateway, err)
+		}
+		res = control.MintResult{Gateway: req.Gateway, Code: pairing.Format(m.Code), ExpiresAt: m.Expires,
+			Approval: m.Approval, Replace: m.Replace}
+		if link != nil {
+			res.Link = link(m.Code)
+		}
+		return gateways.Announce(tx, mintNotice(m, req.Gateway, time.Now(), origin, while), time.Now())
+	})
 	return res, err
 }
 
-func mintIn(db *store.DB, p *pairing.Pairer, gateway string, ttl time.Duration, link func(code string) string, queue bool) (control.MintResult, *store.Latch, error) {
-	var res control.MintResult
-	var latch *store.Latch
-	err := db.Update(func(tx *store.Tx) error {
-		code, expires, err := p.Mint(tx, gateway, ttl)
-		if err != nil {
-			return err
-		}
-		res = control.MintResult{Gateway: gateway, Code: pairing.Format(code), ExpiresAt: expires}
-		if link != nil {
-			res.Link = link(code)
-		}
-		if latch, err = tx.Latch(gateway); err != nil || latch == nil || !queue {
-			return err
-		}
-		return queueNotice(tx, latch, mintNotice(gateway, time.Now(), whileStopped))
-	})
-	return res, latch, err
+// MintOffline is MintIn for the CLI when no daemon runs: the announcements
+// wait in the inbox for the next start.
+func MintOffline(db *store.DB, p *pairing.Pairer, req control.MintRequest, link func(code string) string) (control.MintResult, error) {
+	return MintIn(db, p, req, link, offlineOrigin, whileStopped)
+}
+
+// mintRefusal says what to do instead of a refused mint.
+func mintRefusal(gateway string, err error) error {
+	if le, ok := errors.AsType[*pairing.LatchedError](err); ok {
+		return refusal{control.ErrLatched, fmt.Sprintf("%s. To move it to another chat run `latch pair %s --replace`: the chat paired now approves the move. "+
+			"If you lost that phone, run `latch unpair %s` first", le, gateway, gateway)}
+	}
+	if ce, ok := errors.AsType[*pairing.CoolingOffError](err); ok {
+		return refusal{control.ErrRefused, ce.Error() + ". (An unpair must not make the next latch free for whatever ran it; see SECURITY.md.)"}
+	}
+	return err
+}
+
+// refusal is an error the control API shows as msg and callers match as
+// sentinel.
+type refusal struct {
+	sentinel error
+	msg      string
+}
+
+func (r refusal) Error() string { return r.msg }
+func (r refusal) Unwrap() error { return r.sentinel }
+
+// unpaired queues what an unpair owes: the old chat's last notice, and a
+// word to every chat still latched.
+func unpaired(tx *store.Tx, old *store.Latch, while string) error {
+	now := time.Now()
+	// Its scheduled jobs pause with it: pairing again resumes none of them
+	// without /jobs resume.
+	jobs, err := schedule.PauseIn(tx, old.Gateway)
+	if err != nil {
+		return err
+	}
+	notice := unpairNotice(while)
+	notice.Text += pausedJobs(jobs)
+	if err := gateways.QueueNotice(tx, *old, notice, now); err != nil {
+		return err
+	}
+	text := fmt.Sprintf("The %s bot was unpaired on the machine at %s%s; %s no longer controls anything.",
+		old.Gateway, now.Local().Format("15:04"), while, gateways.EscapeMarkdown(pairing.ChatLabel(*old)))
+	return gateways.Announce(tx, gateways.Notice{Text: text, Markdown: true}, now, *old)
 }
 
 // UnpairOffline unpairs gateway in db for the CLI when no daemon runs, and
-// queues the unpair notice to the old chat in the same transaction, for the
-// next start to send. It returns the old latch (nil: none).
+// queues the notices in the same transaction, for the next start to send.
+// It returns the old latch (nil: none).
 func UnpairOffline(db *store.DB, p *pairing.Pairer, gateway string) (*store.Latch, error) {
 	var old *store.Latch
 	err := db.Update(func(tx *store.Tx) (err error) {
 		if old, err = p.Unpair(tx, gateway); err != nil || old == nil {
 			return err
 		}
-		if _, err := schedule.PauseIn(tx, gateway); err != nil {
-			return err
-		}
-		return queueNotice(tx, old, unpairNotice(whileStopped))
+		return unpaired(tx, old, whileStopped)
 	})
 	return old, err
-}
-
-// queueNotice stores a notice to l's chat in the inbox; the Hub sends
-// notices whether or not the chat is still latched.
-func queueNotice(tx *store.Tx, l *store.Latch, text string) error {
-	_, err := tx.AppendInbox(store.Entry{Kind: store.KindNotice, Gateway: l.Gateway, ChatID: l.ChatID,
-		UserID: l.UserID, Text: text, Received: time.Now()})
-	return err
 }
 
 func linker(g gateways.Gateway) func(string) string {
@@ -147,12 +196,14 @@ func (d *Daemon) Unpair(ctx context.Context, gateway string) error {
 		return err
 	}
 	if d.byName[gateway] == nil {
-		return fmt.Errorf("%q: %w", gateway, control.ErrUnknownGateway)
+		return d.unknownGateway(gateway)
 	}
 	var old *store.Latch
 	err := d.db.Update(func(tx *store.Tx) (err error) {
-		old, err = d.pairer.Unpair(tx, gateway)
-		return err
+		if old, err = d.pairer.Unpair(tx, gateway); err != nil || old == nil {
+			return err
+		}
+		return unpaired(tx, old, "")
 	})
 	if err != nil {
 		return err
@@ -164,26 +215,14 @@ func (d *Daemon) Unpair(ctx context.Context, gateway string) error {
 	// The chat no longer controls anything: what it set going stops too,
 	// the running job and what waits behind it.
 	d.hub.Unlatched(gateway)
-	d.announce(old, unpairNotice("")+d.pauseJobs(gateway))
+	d.hub.Wake()
 	return nil
-}
-
-// announce tells a latched chat something, best effort, without holding up
-// the caller.
-func (d *Daemon) announce(l *store.Latch, text string) {
-	d.bg.Go(func() {
-		ctx, cancel := context.WithTimeout(d.bgCtx, notifyTimeout)
-		defer cancel()
-		if err := d.hub.Notify(ctx, l.Gateway, l.ChatID, text); err != nil {
-			d.Log.Warn("could not notify chat", "gateway", l.Gateway, "err", err)
-		}
-	})
 }
 
 // Status implements control.Backend.
 func (d *Daemon) Status(ctx context.Context) (control.Status, error) {
 	st := control.Status{PID: os.Getpid(), Version: d.Version, StartedAt: d.started, Home: d.Config.Home, Memory: memoryInfo(),
-		Commands: d.commands, Endpoints: d.endpoints(), MCP: d.mcp.StatusLines()}
+		Commands: d.commands, Endpoints: d.endpoints(), MCP: d.mcp.StatusLines(), Escaped: escaped(d.marker)}
 	err := d.db.View(func(tx *store.Tx) error {
 		for name, g := range d.byName {
 			gs, err := GatewayStatus(tx, name, time.Now())
@@ -220,7 +259,18 @@ func GatewayStatus(tx *store.Tx, name string, now time.Time) (control.GatewaySta
 		return gs, err
 	}
 	if p != nil && (p.Burned || now.Before(p.ExpiresAt)) {
-		gs.Pending = &control.PendingInfo{ExpiresAt: p.ExpiresAt, Burned: p.Burned, Attempts: p.Attempts}
+		gs.Pending = &control.PendingInfo{ExpiresAt: p.ExpiresAt, Burned: p.Burned, Attempts: p.Attempts,
+			Approval: p.Approval, Replace: p.Replace}
+	}
+	reqs, err := tx.LatchRequests()
+	if err != nil {
+		return gs, err
+	}
+	for _, r := range reqs {
+		if r.Gateway == name && now.Before(r.ExpiresAt) {
+			gs.Waiting = append(gs.Waiting, control.WaitingLatch{ChatID: r.Chat.ChatID, ChatName: r.Chat.ChatName,
+				ChatType: r.Chat.ChatType, UserID: r.Chat.UserID, ExpiresAt: r.ExpiresAt})
+		}
 	}
 	if gs.BotName, err = tx.BotName(name); err != nil {
 		return gs, err

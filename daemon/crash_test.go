@@ -23,12 +23,18 @@ import (
 // childEnv marks a test binary started as a daemon by TestE2EKill9.
 const childEnv = "LATCH_TEST_DAEMON_CHILD"
 
+// noHardenEnv makes a child daemon skip Harden: the control of
+// TestE2ESecretsNotInTheDaemonsEnviron.
+const noHardenEnv = "LATCH_TEST_NO_HARDEN"
+
 func TestMain(m *testing.M) {
-	if os.Getenv(childEnv) == "1" {
-		os.Exit(runChild())
-	}
+	// A client first: one a child daemon's command starts inherits
+	// childEnv.
 	if op := os.Getenv(operatorClientEnv); op != "" {
 		os.Exit(runOperatorClient(op))
+	}
+	if os.Getenv(childEnv) == "1" {
+		os.Exit(runChild())
 	}
 	mcptest.Main() // the MCP server of e2e_mcp_test.go
 	os.Exit(m.Run())
@@ -37,8 +43,17 @@ func TestMain(m *testing.M) {
 // runChild is a whole daemon in its own process, configured from the
 // environment like `latch run`, so the test can kill it with SIGKILL.
 func runChild() int {
+	getenv := os.Getenv
+	if os.Getenv(noHardenEnv) == "" {
+		// As `latch run` does.
+		var err error
+		if getenv, err = Harden(); err != nil {
+			os.Stderr.WriteString(err.Error())
+			return 1
+		}
+	}
 	home := os.Getenv(config.EnvHome)
-	cfg, err := config.Load(home)
+	cfg, err := config.Loader{Getenv: getenv}.Load(home)
 	if err != nil {
 		os.Stderr.WriteString(err.Error())
 		return 1
@@ -97,6 +112,7 @@ func (e *env) startChild() *exec.Cmd {
 		config.EnvHome+"="+e.home,
 		config.EnvTelegramToken+"="+testToken,
 		config.EnvTelegramAPIURL+"="+e.tg.URL())
+	cmd.Env = append(cmd.Env, e.childEnv...)
 	cmd.Stderr = e.logs
 	if err := cmd.Start(); err != nil {
 		e.t.Fatal(err)

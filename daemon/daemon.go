@@ -88,6 +88,8 @@ type Daemon struct {
 	commands string
 	// mcp runs the configured MCP servers; nil for none.
 	mcp *mcp.Manager
+	// marker tags the environment of every command (escaped.go).
+	marker string
 }
 
 // New returns a daemon for cfg.
@@ -151,6 +153,9 @@ func (d *Daemon) Run(ctx context.Context) error {
 		return fmt.Errorf("become subreaper: %w", err)
 	}
 	d.reaper = tools.NewReaper()
+	if d.marker, err = markEnvironment(); err != nil {
+		return fmt.Errorf("mark the environment: %w", err)
+	}
 	// Removed after serve, which returns once the last command has ended.
 	cgroups, err := tools.OpenCgroups()
 	d.commands = control.CommandsInCgroups
@@ -204,6 +209,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		Jobs:        d.sched,
 		Transcribe:  d.transcription(),
 		Heartbeat:   d.heartbeat,
+		Escaped:     func() []string { return escapedLines(escaped(d.marker)) },
 		// Without a systemd watchdog the beat still refreshes STATUS=.
 		HeartbeatEvery: cmp.Or(watchdogEvery(), 30*time.Second),
 		ShutdownGrace:  d.shutdownGrace(),
@@ -279,6 +285,7 @@ func (d *Daemon) serve(ctx context.Context, ctl *control.Server, gws []gateways.
 	// Its first round fires, or reports missed, what fell due while
 	// latch was down.
 	wg.Go(func() { d.sched.Run(ctx) })
+	wg.Go(func() { d.expireLatchRequests(ctx) })
 	close(d.ready)
 	d.Log.Info("latch is running", "home", d.Config.Home, "gateways", len(gws), "version", d.Version)
 	var err error
@@ -293,6 +300,26 @@ func (d *Daemon) serve(ctx context.Context, ctl *control.Server, gws []gateways.
 	wg.Wait()
 	d.Log.Info("latch stopped")
 	return err
+}
+
+// expireEvery is how often waiting latch requests are checked for expiry.
+const expireEvery = 30 * time.Second
+
+// expireLatchRequests drops the latch requests nobody answered in time
+// (and tells the chats) until ctx ends.
+func (d *Daemon) expireLatchRequests(ctx context.Context) {
+	t := time.NewTicker(expireEvery)
+	defer t.Stop()
+	for {
+		if err := d.hub.ExpireLatchRequests(); err != nil {
+			d.Log.Warn("expiring latch requests", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }
 
 // runGateway starts g, retrying transient failures, then reads from it

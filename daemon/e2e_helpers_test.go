@@ -61,6 +61,9 @@ type env struct {
 	// stopNow is the daemons' StopNow (nil: none).
 	stopNow chan struct{}
 
+	// childEnv is added to a child daemon's environment (startChild).
+	childEnv []string
+
 	mu     sync.Mutex
 	offset time.Duration
 	minted []string // every pairing code minted, for the log scan
@@ -197,9 +200,15 @@ func (e *env) mint() string {
 // does, and remembers it for the log scan.
 func (e *env) mintFor(gateway string) string {
 	e.t.Helper()
+	return e.mintReq(control.MintRequest{Gateway: gateway})
+}
+
+// mintReq is mintFor with a whole request (--replace).
+func (e *env) mintReq(req control.MintRequest) string {
+	e.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	res, err := e.client().Mint(ctx, control.MintRequest{Gateway: gateway})
+	res, err := e.client().Mint(ctx, req)
 	if err != nil {
 		e.t.Fatalf("mint: %v", err)
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/latchd/latch/config"
+	"github.com/latchd/latch/control"
 	"github.com/latchd/latch/gateways"
 	"github.com/latchd/latch/gateways/telegram/telegramtest"
 	"github.com/latchd/latch/pairing"
@@ -101,8 +102,8 @@ func TestE2EUnpairAfterMintWarning(t *testing.T) {
 	e := newEnv(t)
 	e.start()
 	e.pair()
-	rogue := e.mint()
-	e.waitReply(owner.ID, "If that was not you, run `latch unpair telegram`")
+	rogue := e.mintReq(control.MintRequest{Gateway: "telegram", Replace: true})
+	e.waitReply(owner.ID, "If that was not you, run latch unpair telegram")
 	if err := e.client().Unpair(context.Background(), "telegram"); err != nil {
 		t.Fatalf("the owner's unpair: %v", err)
 	}
@@ -355,7 +356,7 @@ func TestE2EOfflineMintAndUnpairAreAnnounced(t *testing.T) {
 	}
 	r.stop(t)
 	offline(func(db *store.DB, p *pairing.Pairer) error {
-		_, err := MintOffline(db, p, "telegram", time.Minute, nil)
+		_, err := MintOffline(db, p, control.MintRequest{Gateway: "telegram", TTL: time.Minute, Replace: true}, nil)
 		return err
 	})
 	r = e.start()

@@ -102,20 +102,11 @@ func JobInfo(s *schedule.Scheduler, j store.Job) control.JobInfo {
 		Text: j.Text, By: j.By, Runs: j.Runs, Missed: j.Missed, Line: s.Line(j)}
 }
 
-// pauseJobs pauses an unpaired gateway's jobs and says so in the notice
-// the old chat gets last.
-func (d *Daemon) pauseJobs(gateway string) string {
-	n, err := d.sched.Pause(gateway)
-	if err != nil {
-		// Each run checks its latch before it fires, so a job the pause
-		// missed pauses then.
-		d.Log.Error("pausing the unpaired gateway's jobs failed", "gateway", gateway, "err", err)
-		return ""
-	}
+// pausedJobs is what the unpair notice says of the n jobs it paused.
+func pausedJobs(n int) string {
 	if n == 0 {
 		return ""
 	}
-	d.Log.Info("scheduled jobs paused by the unpair", "gateway", gateway, "jobs", n)
 	return fmt.Sprintf(" Its scheduled jobs (%d) are paused; after pairing again, /jobs resume runs them.", n)
 }
 

@@ -15,6 +15,8 @@ import (
 	"github.com/latchd/latch/config"
 	"github.com/latchd/latch/control"
 	"github.com/latchd/latch/gateways/telegram/telegramtest"
+	"github.com/latchd/latch/pairing"
+	"github.com/latchd/latch/store"
 )
 
 // operatorClientEnv makes the test binary act as `latch pair telegram`
@@ -25,53 +27,110 @@ const operatorClientEnv = "LATCH_TEST_OPERATOR_CLIENT"
 func runOperatorClient(op string) int {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	c := control.NewClient(config.SocketPath(os.Getenv(config.EnvHome)))
-	var err error
-	var done string
-	switch op {
-	case "mint":
-		var res control.MintResult
-		res, err = c.Mint(ctx, control.MintRequest{Gateway: "telegram"})
-		done = "MINTED " + res.Code
-	case "unpair":
-		err = c.Unpair(ctx, "telegram")
-		done = "UNPAIRED"
-	case "jobs-add":
-		_, err = c.JobsAdd(ctx, control.JobAddRequest{Gateway: "telegram", Schedule: "1h", Text: "!id"})
-		done = "ADDED"
-	case "jobs-rm":
-		_, err = c.JobsRemove(ctx, 1)
-		done = "REMOVED"
-	default:
-		err = fmt.Errorf("unknown operation %q", op)
+	home := os.Getenv(config.EnvHome)
+	c := control.NewClient(config.SocketPath(home))
+	mint := func(replace bool) (string, error) {
+		req := control.MintRequest{Gateway: "telegram", Replace: replace}
+		res, err := c.Mint(ctx, req)
+		if errors.Is(err, control.ErrNoDaemon) {
+			// What `latch pair` does with no daemon running.
+			err = offline(home, func(db *store.DB, p *pairing.Pairer) (err error) {
+				res, err = MintOffline(db, p, req, nil)
+				return err
+			})
+		}
+		return "MINTED " + res.Code, err
 	}
-	switch {
-	case errors.Is(err, control.ErrRefused):
-		fmt.Println("REFUSED:", err)
-	case err != nil:
-		fmt.Println("ERROR:", err)
+	unpair := func() (string, error) {
+		err := c.Unpair(ctx, "telegram")
+		if errors.Is(err, control.ErrNoDaemon) {
+			err = offline(home, func(db *store.DB, p *pairing.Pairer) error {
+				_, err := UnpairOffline(db, p, "telegram")
+				return err
+			})
+		}
+		return "UNPAIRED", err
+	}
+	var steps []func() (string, error)
+	switch op {
+	case "mint", "mint-replace":
+		steps = append(steps, func() (string, error) { return mint(op == "mint-replace") })
+	case "unpair":
+		steps = append(steps, unpair)
+	case "unpair-mint":
+		steps = append(steps, unpair, func() (string, error) { return mint(false) })
+	case "jobs-add":
+		steps = append(steps, func() (string, error) {
+			_, err := c.JobsAdd(ctx, control.JobAddRequest{Gateway: "telegram", Schedule: "1h", Text: "!id"})
+			return "ADDED", err
+		})
+	case "jobs-rm":
+		steps = append(steps, func() (string, error) {
+			_, err := c.JobsRemove(ctx, 1)
+			return "REMOVED", err
+		})
 	default:
-		fmt.Println(done)
+		steps = append(steps, func() (string, error) { return "", fmt.Errorf("unknown operation %q", op) })
+	}
+	for _, step := range steps {
+		done, err := step()
+		switch {
+		case errors.Is(err, control.ErrRefused):
+			fmt.Println("REFUSED:", err)
+		case err != nil:
+			fmt.Println("ERROR:", err)
+		default:
+			fmt.Println(done)
+		}
 	}
 	return 0
 }
 
+// offline opens home's store and pairing key as the CLI does with no
+// daemon running.
+func offline(home string, fn func(*store.DB, *pairing.Pairer) error) error {
+	secret, err := config.LoadSecret(home)
+	if err != nil {
+		return err
+	}
+	p, err := pairing.New(secret)
+	if err != nil {
+		return err
+	}
+	db, err := OpenStore(home)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	return fn(db, p)
+}
+
 // fromInsideARun has the latched owner's chat run the operator client for
 // op: as a `!` command, or (forked) from a setsid double fork that outlives
-// that command. It returns the command's whole reply. The shell prints a
-// label first and the reply is awaited with its exit line, because the
-// fake matches among everything the chat has been sent so far: waiting for
-// any finished command would find an earlier one.
+// that command.
 func fromInsideARun(e *env, op string, forked bool) string {
 	e.t.Helper()
+	if !forked {
+		return fromChat(e, "direct-"+op, op, nil)
+	}
+	return fromChat(e, "forked-"+op, op, func(client, out string) string {
+		return fmt.Sprintf("(setsid sh -c '%s > %s.tmp 2>&1; mv %s.tmp %s' &)", client, out, out, out)
+	})
+}
+
+// fromChat has the owner's chat run the operator client for op, directly
+// or through start, which gets the client's command line and the file its
+// output must end up in. It returns the command's whole reply. The shell
+// prints a label first and the reply is awaited with its exit line,
+// because the fake matches among everything the chat has been sent so
+// far: waiting for any finished command would find an earlier one.
+func fromChat(e *env, label, op string, start func(client, out string) string) string {
+	e.t.Helper()
 	client := fmt.Sprintf("%s=%s %s=%s %s", operatorClientEnv, op, config.EnvHome, e.home, os.Args[0])
-	label := "direct-" + op
 	cmd := client
-	if forked {
-		label = "forked-" + op
-		out := filepath.Join(e.home, op+".out")
-		cmd = fmt.Sprintf("(setsid sh -c '%s > %s.tmp 2>&1; mv %s.tmp %s' &); "+
-			"for i in $(seq 200); do [ -e %s ] && break; sleep 0.1; done; cat %s", client, out, out, out, out, out)
+	if start != nil {
+		out := filepath.Join(e.home, label+".out")
+		cmd = start(client, out) + fmt.Sprintf("; for i in $(seq 200); do [ -e %s ] && break; sleep 0.1; done; cat %s", out, out)
 	}
 	e.say(owner, fmt.Sprintf("!echo %s; %s", label, cmd))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -100,8 +159,8 @@ func TestE2ENoMintFromInsideARun(t *testing.T) {
 	}
 	// The owner's own shell (here: the test process) still can, and the
 	// latched chat hears about it.
-	e.mint()
-	e.waitReply(owner.ID, "pairing code for this bot was minted")
+	e.mintReq(control.MintRequest{Gateway: "telegram", Replace: true})
+	e.waitReply(owner.ID, "pairing code for the telegram bot")
 	if st := e.status(); st.Latch == nil {
 		t.Fatal("latch lost")
 	}
@@ -117,8 +176,8 @@ func TestE2ENoUnpairFromInsideARun(t *testing.T) {
 	e.start()
 	e.pair()
 	// A pending code, so the test also sees a refused unpair leave it be.
-	e.mint()
-	e.waitReply(owner.ID, "pairing code for this bot was minted")
+	e.mintReq(control.MintRequest{Gateway: "telegram", Replace: true})
+	e.waitReply(owner.ID, "pairing code for the telegram bot")
 	for _, forked := range []bool{false, true} {
 		if m := fromInsideARun(e, "unpair", forked); !strings.Contains(m, "REFUSED") || strings.Contains(m, "UNPAIRED") {
 			t.Fatalf("a command from the chat (forked: %v) got %q, want REFUSED", forked, m)

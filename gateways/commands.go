@@ -46,6 +46,8 @@ func (h *Hub) immediate(e store.Entry) (reply string, ok bool) {
 		return "This chat is already paired.", true
 	case "every", "at", "jobs", "cancel":
 		return h.jobCommand(e, name, arg), true
+	case cmdLatchOK, cmdLatchDeny:
+		return h.latchCommand(e, name, arg), true
 	default:
 		return "Unknown command /" + name + ".\n\n" + HelpText, true
 	}
@@ -101,6 +103,11 @@ func (h *Hub) statusText(gateway string, key chatKey) string {
 		return err
 	})
 	fmt.Fprintf(&b, "handled: %d messages", handled)
+	if h.cfg.Escaped != nil {
+		if left := h.cfg.Escaped(); len(left) > 0 {
+			b.WriteString("\nleft running outside latch's reach (/stop cannot end them):\n  " + strings.Join(left, "\n  "))
+		}
+	}
 	if h.cfg.Agent != nil {
 		st, err := h.cfg.Agent.Status(agent.SessionKey{Gateway: key.gateway, Chat: key.chatID})
 		if err == nil {

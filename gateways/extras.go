@@ -27,6 +27,9 @@ type extra struct {
 	// Group is the message's album (see Message.Group), kept so that a
 	// restart can still fold what was stored and not folded yet.
 	Group string `json:"group,omitempty"`
+	// Markdown and Buttons are a notice's (Notice).
+	Markdown bool     `json:"markdown,omitempty"`
+	Buttons  []Button `json:"buttons,omitempty"`
 }
 
 func encodeExtra(m Message) json.RawMessage {
@@ -34,7 +37,7 @@ func encodeExtra(m Message) json.RawMessage {
 }
 
 func (x extra) encode() json.RawMessage {
-	if x.Callback == nil && len(x.Files) == 0 && x.Group == "" {
+	if x.Callback == nil && len(x.Files) == 0 && x.Group == "" && !x.Markdown && len(x.Buttons) == 0 {
 		return nil
 	}
 	raw, _ := json.Marshal(x)
@@ -49,12 +52,16 @@ func decodeExtra(e store.Entry) extra {
 	return x
 }
 
-// pressed handles a button press from the latched chat: approval buttons
-// carry "approve:<id>", "always:<id>" or "deny:<id>". An unknown or stale
-// id is answered "expired" and changes nothing.
+// pressed handles a button press from the latched chat: tool approval
+// buttons carry "approve:<id>", "always:<id>" or "deny:<id>", latch
+// approval buttons "latch-ok:<id>" or "latch-no:<id>" (latching.go). An
+// unknown or stale id is answered "expired" and changes nothing.
 func (h *Hub) pressed(ctx context.Context, e store.Entry, cb *Callback) {
 	ans, ok := h.gateways[e.Gateway].(CallbackAnswerer)
 	if !ok {
+		return
+	}
+	if h.pressedLatch(ctx, e, cb, ans) {
 		return
 	}
 	notice, resolved := "This request has expired.", ""

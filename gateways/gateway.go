@@ -84,6 +84,20 @@ type Reply struct {
 	// take the chat for the owner's from here on; it is sent again after a
 	// crash until delivered.
 	Paired bool
+	// Markdown: Text is the Hub's own Markdown (code spans, bold), to be
+	// shown with the platform's formatting. Never set for what a chat or
+	// the model wrote.
+	Markdown bool
+	// Buttons go under the (last) message; a press comes back as a
+	// Message with Callback.Data the button's Data.
+	Buttons []Button
+}
+
+// Button is an inline button of a Reply.
+type Button struct {
+	Label string `json:"label"`
+	// Data is the payload (1-64 bytes), e.g. "latch-ok:<request id>".
+	Data string `json:"data"`
 }
 
 // Sink receives what a gateway reads from its platform. Ingest must store the

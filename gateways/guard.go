@@ -21,19 +21,21 @@ const (
 )
 
 // classify is the chat lock. It runs inside the ingest transaction with the
-// latch read in that same transaction.
-func classify(l *store.Latch, m Message, allowGroups bool) verdict {
+// latch read in that same transaction. replacing says that the gateway's
+// pending code was minted with --replace: then a latched gateway takes
+// pairing attempts from other chats too (the latch they make waits for
+// the owner's approval; see pairing).
+func classify(l *store.Latch, m Message, allowGroups, replacing bool) verdict {
 	if l != nil {
-		if m.ChatID != l.ChatID {
-			return drop
-		}
 		// Only the person who paired counts: in a group latch that is the
 		// point; in a private chat it is defence in depth (a button press
 		// carries its presser, which must be the owner too).
-		if l.UserID != "" && m.UserID != l.UserID {
+		if m.ChatID == l.ChatID && (l.UserID == "" || m.UserID == l.UserID) {
+			return accept
+		}
+		if !replacing || m.ChatID == l.ChatID {
 			return drop
 		}
-		return accept
 	}
 	if _, ok := pairArgument(m.Text); !ok {
 		return drop

@@ -24,8 +24,14 @@ const (
 // Replies sent by the guard. The failure text is the same for every
 // reason a code can be refused.
 const (
-	MsgPairFailed = "That code is not valid. Mint a new one on the machine with `latch pair` and try again."
-	MsgPaired     = "Paired. This chat now controls latch on this machine:\n" +
+	// MsgPairFailed is the one answer to a failed attempt, at most one per
+	// chat per failWindow (SECURITY.md, "wrong-code feedback"). It names
+	// every reason a code can fail without saying which, so it tells a
+	// stranger nothing about any code.
+	MsgPairFailed = "That code is not valid: a code works once, within its time, and five wrong tries burn it. " +
+		"Mint a new one on the machine with `latch pair` and send it here. " +
+		"Tries from this chat in the next 10 seconds get no answer."
+	MsgPaired = "Paired. This chat now controls latch on this machine:\n" +
 		"  plain text  goes to the agent (the model and its tools)\n" +
 		"  !<command>  runs a shell command\n  /status  /stop  /help"
 )
@@ -56,6 +62,9 @@ type Config struct {
 	// HeartbeatEvery: a wedged loop stops calling it (systemd's watchdog).
 	Heartbeat      func()
 	HeartbeatEvery time.Duration
+	// Escaped, when set, lists what commands left running outside the
+	// daemon's reach, for /status.
+	Escaped func() []string
 	// ShutdownGrace is how long running jobs may finish after Run's
 	// context ends before they are stopped.
 	ShutdownGrace time.Duration
@@ -118,6 +127,10 @@ type Hub struct {
 	heldWake chan struct{}
 }
 
+// failWindow is the attempt window: a chat gets at most one answer to its
+// failed pairing attempts per window (MsgPairFailed says so).
+const failWindow = 10 * time.Second
+
 // holdFor is how long strangers' counts and the cursor past them may stay
 // in memory before Run stores them.
 const holdFor = time.Second
@@ -143,7 +156,7 @@ func NewHub(cfg Config) *Hub {
 		cfg:       cfg,
 		log:       cfg.Log,
 		gateways:  make(map[string]Gateway),
-		limiter:   newReplyLimiter(10*time.Second, 4096),
+		limiter:   newReplyLimiter(failWindow, 4096),
 		strays:    newReplyLimiter(time.Minute, 64),
 		wake:      make(chan struct{}, 1),
 		heldWake:  make(chan struct{}, 1),
@@ -235,11 +248,15 @@ func (h *Hub) Ingest(ctx context.Context, gateway, cursor string, msgs []Message
 		if err != nil {
 			return err
 		}
+		swap, err := replacing(tx, gateway, now)
+		if err != nil {
+			return err
+		}
 		strangers, failed := held.strangers, uint64(0)
 		var working []string // chats whose message starts a job
 		for _, m := range msgs {
 			m.Gateway = gateway
-			switch classify(l, m, h.cfg.AllowGroups[gateway]) {
+			switch classify(l, m, h.cfg.AllowGroups[gateway], swap) {
 			case accept:
 				if _, err := tx.AppendInbox(entryFor(m, now)); err != nil {
 					return err
@@ -291,10 +308,14 @@ func (h *Hub) preview(gateway string, msgs []Message) (working []string, strange
 		if err != nil {
 			return err
 		}
+		swap, err := replacing(tx, gateway, h.cfg.Now())
+		if err != nil {
+			return err
+		}
 		strangersOnly = true
 		for _, m := range msgs {
 			m.Gateway = gateway
-			switch classify(l, m, h.cfg.AllowGroups[gateway]) {
+			switch classify(l, m, h.cfg.AllowGroups[gateway], swap) {
 			case drop:
 			case accept:
 				strangersOnly = false
@@ -447,28 +468,46 @@ func entryFor(m Message, now time.Time) store.Entry {
 // redeem handles one pairing attempt inside the ingest transaction. ok is
 // false for a failed attempt. The reply is queued as a notice in the same
 // transaction so it survives a crash.
+//
+// While a gateway is latched a right code files a request for the owner's
+// approval instead (pairing's rule): the chat is told it waits, and every
+// latched chat gets the request. A failed attempt on a latched gateway (one
+// whose --replace code is pending) is answered with silence, as every
+// stranger there is.
 func (h *Hub) redeem(tx *store.Tx, m Message, now time.Time) (l *store.Latch, ok bool, err error) {
 	code, _ := pairArgument(m.Text)
 	chat := pairing.Chat{ID: m.ChatID, Type: string(m.ChatType), Name: m.ChatName, UserID: m.UserID, UserName: m.UserName}
-	l, err = h.cfg.Pairer.Redeem(tx, m.Gateway, code, chat)
+	latched, err := tx.Latch(m.Gateway)
+	if err != nil {
+		return nil, false, err
+	}
+	res, err := h.cfg.Pairer.Redeem(tx, m.Gateway, code, chat)
 	notice := store.Entry{Kind: store.KindNotice, Gateway: m.Gateway, ChatID: m.ChatID, MessageID: m.ID, Received: now}
 	switch {
+	case err == nil && res.Request != nil:
+		h.log.Warn("pairing code redeemed; the latch waits for the owner's approval in a latched chat",
+			"gateway", m.Gateway, "chat", m.ChatID, "name", m.ChatName)
+		return nil, true, requested(tx, m, res.Request, now)
 	case err == nil:
 		h.log.Info("gateway latched", "gateway", m.Gateway, "chat", m.ChatID, "name", m.ChatName)
 		notice.Text = MsgPaired
+	case errors.Is(err, pairing.ErrNoApprover):
+		h.log.Warn("pairing code redeemed, but no latched chat is left to approve it; spent", "gateway", m.Gateway, "chat", m.ChatID)
+		notice.Text = MsgNoApprover
 	case errors.Is(err, pairing.ErrInvalidCode):
 		h.log.Warn("pairing attempt failed", "gateway", m.Gateway, "chat", m.ChatID)
-		if !h.limiter.allow(m.Gateway+"/"+m.ChatID, now) {
+		if latched != nil || !h.limiter.allow(m.Gateway+"/"+m.ChatID, now) {
 			return nil, false, nil
 		}
 		notice.Text = MsgPairFailed
+		notice.Extra = extra{Markdown: true}.encode()
 	default:
 		return nil, false, err
 	}
 	if _, err := tx.AppendInbox(notice); err != nil {
 		return nil, false, err
 	}
-	return l, err == nil, nil
+	return res.Latch, err == nil, nil
 }
 
 // count records dropped strangers and failed attempts: constant space in

@@ -162,7 +162,28 @@ func TestClassify(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := classify(tt.latch, tt.msg, tt.groups); got != tt.want {
+			if got := classify(tt.latch, tt.msg, tt.groups, false); got != tt.want {
+				t.Errorf("classify = %v, want %v", got, tt.want)
+			}
+		})
+	}
+	// With a --replace code pending, a latched gateway takes pairing
+	// attempts from other chats, and only those.
+	replacing := []struct {
+		name  string
+		latch *store.Latch
+		msg   Message
+		want  verdict
+	}{
+		{"other chat pairing", privLatch, private("11", "/pair ABCD-2345"), attempt},
+		{"other chat text", privLatch, private("11", "!ls"), drop},
+		{"latched chat pairing", privLatch, private("10", "/pair ABCD-2345"), accept},
+		{"latched private chat, other user pairing", privLatch, Message{ChatID: "10", ChatType: ChatPrivate, UserID: "11", Text: "/pair X"}, drop},
+		{"group pairing, groups off", privLatch, Message{ChatID: "-5", ChatType: ChatGroup, UserID: "12", Text: "/pair X"}, drop},
+	}
+	for _, tt := range replacing {
+		t.Run("replacing/"+tt.name, func(t *testing.T) {
+			if got := classify(tt.latch, tt.msg, false, true); got != tt.want {
 				t.Errorf("classify = %v, want %v", got, tt.want)
 			}
 		})

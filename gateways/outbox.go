@@ -143,7 +143,8 @@ func (h *Hub) sendNotice(ctx context.Context, e store.Entry) {
 			h.log.Error("marking a notice as being sent", "seq", e.Seq, "err", err)
 		}
 	}
-	r := Reply{Text: e.Text, ReplyTo: e.MessageID, Paired: e.Text == MsgPaired}
+	x := decodeExtra(e)
+	r := Reply{Text: e.Text, ReplyTo: e.MessageID, Paired: e.Text == MsgPaired, Markdown: x.Markdown, Buttons: x.Buttons}
 	if e.Again {
 		r.Text = MsgSentAgain + r.Text
 	}

@@ -37,10 +37,6 @@ func (h *Hub) jobCommand(e store.Entry, name, arg string) string {
 	return a.Text
 }
 
-// Wake tells the dispatch loop that entries wait in the inbox (a
-// scheduled job fired).
-func (h *Hub) Wake() { h.poke() }
-
 // CancelJob stops the runs of scheduled job id on gateway: a run in
 // progress is stopped as /stop stops one, runs still queued (and the
 // notices that announce them) are dropped as not run. It reports whether

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/latchd/latch/pairing"
 	"github.com/latchd/latch/store"
 )
 
@@ -156,6 +157,8 @@ func TestUnpairThenPairAgainDropsQueuedWork(t *testing.T) {
 			f := newUnpairFixture(t)
 			f.busy(t)
 			f.unpair(t, true)
+			later := time.Now().Add(pairing.GraceAfterUnpair)
+			f.pairer.Now = func() time.Time { return later }
 			f.ingest(t, "4", private(chat, "/pair "+f.mint(t)))
 			if r := f.gw.next(t); r.chatID != chat || r.Text != MsgPaired {
 				t.Fatalf("reply %+v, want the pairing confirmation to chat %s", r, chat)

@@ -49,6 +49,19 @@ func (f *fixture) mint(t testing.TB, gw string) string {
 	return code
 }
 
+func (f *fixture) mintWith(t testing.TB, gw string, opt MintOptions) string {
+	t.Helper()
+	var m Minted
+	err := f.db.Update(func(tx *store.Tx) (err error) {
+		m, err = f.p.MintWith(tx, gw, 0, opt)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m.Code
+}
+
 // redeem runs Redeem the way the Hub does: the transaction commits on
 // ErrInvalidCode so attempts are counted.
 func (f *fixture) redeem(t *testing.T, gw, input, chatID string) error {
@@ -326,7 +339,7 @@ func TestUnpairCancelsThePendingCode(t *testing.T) {
 	if err := f.redeem(t, "telegram", f.mint(t, "telegram"), "100"); err != nil {
 		t.Fatalf("owner's redeem = %v", err)
 	}
-	rogue := f.mint(t, "telegram")
+	rogue := f.mintWith(t, "telegram", MintOptions{Replace: true})
 	if old := f.unpair(t, "telegram"); old == nil || old.ChatID != "100" {
 		t.Fatalf("unpair returned %+v, want the owner's latch", old)
 	}

@@ -24,6 +24,14 @@ type Pending struct {
 	ExpiresAt time.Time `json:"expires_at"`
 	Attempts  int       `json:"attempts"`
 	Burned    bool      `json:"burned"`
+	// Approval: minted while a gateway was latched, so its latch waits for
+	// the owner's approval in a latched chat (pairing decides again at
+	// redemption). Replace: minted with --replace, to move the gateway's
+	// latch to the chat that redeems it. Origin says where the mint came
+	// from, as far as latch could tell.
+	Approval bool   `json:"approval,omitempty"`
+	Replace  bool   `json:"replace,omitempty"`
+	Origin   string `json:"origin,omitempty"`
 }
 
 // Latch returns the gateway's latch, or nil when it has none.

@@ -44,9 +44,14 @@ var (
 	// sequence number of the entry they answer (see AnswerInbox).
 	bucketOutbox = []byte("outbox")
 	bucketJobs   = []byte("jobs")
+	// bucketApprovals holds LatchRequests, bucketUnpaired the last unpair
+	// of each gateway (approvals.go).
+	bucketApprovals = []byte("approvals")
+	bucketUnpaired  = []byte("unpaired")
 
 	allBuckets = [][]byte{bucketMeta, bucketLatches, bucketPending, bucketCursors,
-		bucketInbox, bucketCounters, bucketAudit, bucketBots, bucketSessions, bucketOutbox, bucketJobs}
+		bucketInbox, bucketCounters, bucketAudit, bucketBots, bucketSessions,
+		bucketOutbox, bucketJobs, bucketApprovals, bucketUnpaired}
 
 	keySchema = []byte("schema")
 )

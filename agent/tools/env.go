@@ -22,6 +22,16 @@ const RunMarker = "LATCH_RUN"
 //     ANTHROPIC_AUTH_TOKEN (Anthropic), OPENAI_API_KEY (OpenAI and
 //     OpenAI-compatible providers).
 //
+// Also withheld, though they are no secret of latch's: SSH_AUTH_SOCK, which
+// would let a command (or a prompt-injected model) log in elsewhere with the
+// keys the owner unlocked for their own session, and DBUS_SESSION_BUS_ADDRESS,
+// through which tools reach the session's keyring (secret-tool), the user
+// service manager (systemd-run --user) and the desktop without being asked.
+// Neither is a boundary: a process of the owner's uid finds the bus at
+// $XDG_RUNTIME_DIR/bus and an agent socket under /tmp or /run/user; it only
+// stops programs from using them by default. XDG_RUNTIME_DIR passes: it names
+// no credential, and many tools keep their runtime files there.
+//
 // Other credentials, such as GITHUB_TOKEN, are the owner's and pass through on
 // purpose: the owner's commands need them, and they are not latch's to hide.
 func SafeEnv() []string {
@@ -33,13 +43,23 @@ func filterEnv(environ []string) []string {
 	env := make([]string, 0, len(environ)+1)
 	for _, kv := range environ {
 		name, _, _ := strings.Cut(kv, "=")
-		if isLatchSecret(name) || name == RunMarker {
+		if isLatchSecret(name) || name == RunMarker || withheld(name) {
 			continue
 		}
 		env = append(env, kv)
 	}
 	return append(env, RunMarker+"=1")
 }
+
+// withheld reports whether name is a session variable SafeEnv leaves out
+// (see there for why).
+func withheld(name string) bool {
+	return name == "SSH_AUTH_SOCK" || name == "DBUS_SESSION_BUS_ADDRESS"
+}
+
+// IsLatchSecret reports whether name is a variable latch reads a
+// credential from (the daemon clears them from its own environment).
+func IsLatchSecret(name string) bool { return isLatchSecret(name) }
 
 // isLatchSecret reports whether name is a variable latch reads a credential
 // from. Names are compared upper-cased so that an odd spelling errs on the

@@ -213,7 +213,12 @@ func zombieChildren(ppid int) []int {
 // DescendsFrom reports whether process pid is a strict descendant of
 // ancestor. A process that cannot be read (it exited, or /proc is hidden)
 // counts as a descendant: callers use this to refuse, so it fails closed.
+// So does a pid of 0 or less, which is what SO_PEERCRED reports for a
+// process in another pid namespace.
 func DescendsFrom(pid, ancestor int) bool {
+	if pid <= 0 {
+		return true
+	}
 	for i := 0; i < 4096 && pid > 1; i++ {
 		p, ok := readProc(pid)
 		if !ok {

@@ -348,6 +348,11 @@ func TestDescendsFrom(t *testing.T) {
 	if !DescendsFrom(1<<30, os.Getpid()) {
 		t.Error("an unreadable process must count as a descendant (fail closed)")
 	}
+	for _, pid := range []int{0, -1} {
+		if !DescendsFrom(pid, os.Getpid()) {
+			t.Errorf("pid %d (another pid namespace) must count as a descendant (fail closed)", pid)
+		}
+	}
 }
 
 // TestRunBashKillsUntaggedOrphansWhileAServerRuns: a long-running server

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -19,45 +21,102 @@ import (
 
 func newPairCmd() *cobra.Command {
 	var ttl time.Duration
-	var asJSON bool
+	var asJSON, replace bool
 	cmd := &cobra.Command{
-		Use:   "pair <gateway>",
+		Use:   "pair [gateway]",
 		Short: "Mint a one-shot pairing code for a gateway (e.g. telegram)",
 		Long: "pair mints a code through the running daemon's control socket, or directly in\n" +
 			"the database when no daemon runs. Send `/pair CODE` to the bot from the chat\n" +
-			"that should control latch. A new code supersedes the previous one.",
-		Args: cobra.ExactArgs(1),
+			"that should control latch. A new code supersedes the previous one. With one\n" +
+			"gateway configured the argument may be left out.\n\n" +
+			"While any gateway is paired, the latch a code makes waits for your approval\n" +
+			"by button in a paired chat. A paired gateway gets no plain code: --replace\n" +
+			"mints one that moves it to the chat that redeems it, once the chat paired now\n" +
+			"approves (moving to a new phone). Lost the phone? `latch unpair` it first.",
+		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			hc, err := loadHome()
 			if err != nil {
 				return err
 			}
-			res, err := mint(cmd, hc, args[0], ttl)
+			gateway, err := pairTarget(hc, args)
+			if err != nil {
+				return err
+			}
+			res, err := mint(cmd, hc, control.MintRequest{Gateway: gateway, TTL: ttl, Replace: replace})
 			if err != nil {
 				return err
 			}
 			return printMint(cmd.OutOrStdout(), res, asJSON)
 		},
 	}
-	cmd.Flags().DurationVar(&ttl, "ttl", pairing.DefaultTTL, "how long the code stays valid (max 1h)")
-	cmd.Flags().BoolVar(&asJSON, "json", false, `print {"gateway","code","expires_at","link"}`)
+	cmd.Flags().DurationVar(&ttl, "ttl", pairing.DefaultTTL, fmt.Sprintf("how long the code stays valid (max %v)", pairing.MaxTTL))
+	cmd.Flags().BoolVar(&replace, "replace", false, "move a paired gateway to the chat that redeems the code (the chat paired now approves)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, `print {"gateway","code","expires_at","link","approval","replace"}`)
 	return cmd
 }
 
-func mint(cmd *cobra.Command, hc homeConfig, gateway string, ttl time.Duration) (control.MintResult, error) {
+// gatewayNames are the gateways latch knows, in the order it lists them.
+var gatewayNames = []string{"telegram", "discord"}
+
+// pairTarget is the gateway `latch pair` mints for: the one named, or the
+// only one configured; otherwise an error that lists the configured ones.
+func pairTarget(hc homeConfig, args []string) (string, error) {
+	if hc.cfg == nil {
+		// config.toml does not load: a running daemon still knows its
+		// gateways (it keeps the config it loaded), so a named one is
+		// asked of it.
+		if len(args) == 1 {
+			return args[0], nil
+		}
+		return "", fmt.Errorf("config.toml does not load, so say which gateway to pair (`latch pair telegram`): %w", hc.err)
+	}
+	var have []string
+	for _, name := range gatewayNames {
+		if hc.configured(name) {
+			have = append(have, name)
+		}
+	}
+	if len(args) == 1 {
+		name := args[0]
+		switch {
+		case hc.configured(name):
+			return name, nil
+		case slices.Contains(gatewayNames, name):
+			return "", fmt.Errorf("%s is not configured: set [%s] token in config.toml (or %s), restart latch, and pair again", name, name, tokenVariable(name))
+		case len(have) == 0:
+			return "", fmt.Errorf("there is no gateway %q, and none is configured: latch has %s", name, strings.Join(gatewayNames, " and "))
+		}
+		return "", fmt.Errorf("there is no gateway %q; configured: %s", name, strings.Join(have, ", "))
+	}
+	switch len(have) {
+	case 0:
+		return "", fmt.Errorf("no gateway is configured: set [telegram] token in config.toml (or %s), then run `latch pair telegram`", tokenVariable("telegram"))
+	case 1:
+		return have[0], nil
+	}
+	return "", fmt.Errorf("say which gateway to pair: `latch pair %s` (configured: %s)", have[0], strings.Join(have, ", "))
+}
+
+func tokenVariable(gateway string) string { return "LATCH_" + strings.ToUpper(gateway) + "_TOKEN" }
+
+func mint(cmd *cobra.Command, hc homeConfig, req control.MintRequest) (control.MintResult, error) {
 	client := control.NewClient(config.SocketPath(hc.home))
-	res, err := client.Mint(cmd.Context(), control.MintRequest{Gateway: gateway, TTL: ttl})
+	res, err := client.Mint(cmd.Context(), req)
 	if !errors.Is(err, control.ErrNoDaemon) {
 		return res, err
 	}
 	// No daemon: mint straight into the store. Opening it takes the file
-	// lock, so this cannot race a daemon that is starting.
+	// lock, so this cannot race a daemon that is starting. The approval
+	// rule holds here too: pairing records with the code whether its latch
+	// needs approval, and decides again when it is redeemed.
+	gateway := req.Gateway
 	if hc.err != nil {
 		// A running daemon keeps the config it loaded; a new one would not start.
 		return res, fmt.Errorf("no daemon runs, and none can start until config.toml loads: %w", hc.err)
 	}
 	if !hc.configured(gateway) {
-		return res, fmt.Errorf("gateway %q is not configured (known: telegram, discord; set its token first)", gateway)
+		return res, fmt.Errorf("%s is not configured: set [%s] token in config.toml (or %s), then pair again", gateway, gateway, tokenVariable(gateway))
 	}
 	return withStore(hc.home, func(db *store.DB, p *pairing.Pairer) (control.MintResult, error) {
 		var bot string
@@ -68,7 +127,7 @@ func mint(cmd *cobra.Command, hc homeConfig, gateway string, ttl time.Duration) 
 			}
 			return "https://t.me/" + bot + "?start=" + code
 		}
-		return daemon.MintOffline(db, p, gateway, ttl, link)
+		return daemon.MintOffline(db, p, req, link)
 	})
 }
 
@@ -102,6 +161,12 @@ func printMint(w io.Writer, res control.MintResult, asJSON bool) error {
 	fmt.Fprintf(w, "Valid until %s (%s). One use; 5 wrong tries burn it.\n",
 		res.ExpiresAt.Local().Format("15:04:05"), time.Until(res.ExpiresAt).Round(time.Second))
 	fmt.Fprintf(w, "From the chat that should control latch, send:\n\n    /pair %s\n\n", res.Code)
+	switch {
+	case res.Replace:
+		fmt.Fprintf(w, "It moves %s to the chat that sends it, once you approve the move in the chat paired now.\n", res.Gateway)
+	case res.Approval:
+		fmt.Fprintln(w, "A gateway is paired, so the new latch waits for your approval by button in a paired chat.")
+	}
 	if res.Link == "" {
 		return nil
 	}

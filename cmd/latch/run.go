@@ -24,12 +24,19 @@ func newRunCmd() *cobra.Command {
 			"($LATCH_HOME/latch.sock). SIGINT or SIGTERM stop it cleanly.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			// Before anything else: non-dumpable, and latch's secrets out
+			// of the environment the kernel shows in /proc.
+			getenv, err := daemon.Harden()
+			if err != nil {
+				return err
+			}
 			// A first run sets up $LATCH_HOME itself; init never overwrites.
 			home, _, err := initHome(cmd.ErrOrStderr(), " (a first run sets up $LATCH_HOME as `latch init` does)")
 			if err != nil {
 				return err
 			}
-			cfg, err := config.Load(home)
+			loader := config.Loader{Getenv: getenv}
+			cfg, err := loader.Load(home)
 			if err != nil {
 				return fmt.Errorf("%w: %w", daemon.ErrConfig, err)
 			}
@@ -67,7 +74,7 @@ func newRunCmd() *cobra.Command {
 				}
 			}()
 			load := func() (*config.Config, error) {
-				c, err := config.Load(home)
+				c, err := loader.Load(home)
 				if err == nil {
 					// Before the new daemon logs anything with them.
 					secrets.Add(configSecrets(c)...)

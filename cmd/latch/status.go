@@ -117,6 +117,12 @@ func printStatus(w io.Writer, running bool, st control.Status, configKnown bool)
 		for _, l := range st.MCP {
 			fmt.Fprintf(w, "  mcp:      %s\n", l)
 		}
+		if len(st.Escaped) > 0 {
+			fmt.Fprintln(w, "  left running by commands outside latch's reach (/stop cannot end them):")
+			for _, p := range st.Escaped {
+				fmt.Fprintf(w, "    pid %d  %s\n", p.PID, p.Command)
+			}
+		}
 	} else {
 		fmt.Fprintln(w, "latch is not running")
 	}
@@ -149,8 +155,19 @@ func printStatus(w io.Writer, running bool, st control.Status, configKnown bool)
 			if p.Burned {
 				fmt.Fprintf(w, "  code:     burned after %d wrong attempts; mint a new one\n", p.Attempts)
 			} else {
-				fmt.Fprintf(w, "  code:     pending, expires in %s (%d wrong attempts)\n", time.Until(p.ExpiresAt).Round(time.Second), p.Attempts)
+				note := ""
+				switch {
+				case p.Replace:
+					note = "; moves the latch once the chat paired now approves"
+				case p.Approval:
+					note = "; its latch waits for approval in a paired chat"
+				}
+				fmt.Fprintf(w, "  code:     pending, expires in %s (%d wrong attempts%s)\n", time.Until(p.ExpiresAt).Round(time.Second), p.Attempts, note)
 			}
+		}
+		for _, q := range g.Waiting {
+			fmt.Fprintf(w, "  waiting:  %s %s (id %s) redeemed a code; approve or deny in a paired chat before %s\n",
+				q.ChatType, q.ChatName, q.ChatID, q.ExpiresAt.Local().Format("15:04:05"))
 		}
 		fmt.Fprintf(w, "  handled:  %d messages · %d running · %d from strangers dropped · %d failed pairing attempts\n",
 			g.Handled, g.Running, g.StrangersDropped, g.FailedAttempts)

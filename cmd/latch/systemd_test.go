@@ -178,6 +178,36 @@ func TestUserServiceUnderRealSystemd(t *testing.T) {
 		t.Errorf("latch doctor calls the unit this latch wrote stale:\n%s", out)
 	}
 	wantReadOnly(t, r.command("86405", cg+"/latch.service", probe), probe)
+	r.mintThroughSystemdRun()
+}
+
+// mintThroughSystemdRun: the chat hands `latch pair --replace` to the real
+// user manager with systemd-run --user, outside latch's tree and cgroup,
+// where the descendant check cannot see it: the mint goes through. The
+// stranger who redeems the code only waits; the owner's chat gets the
+// approval request, naming the caller's ancestry (systemd); the latch
+// stays the owner's until the owner presses.
+func (r *serviceRig) mintThroughSystemdRun() {
+	r.t.Helper()
+	home := strings.TrimPrefix(r.env[0], "LATCH_HOME=")
+	r.tg.SendText(r.chat, r.owner, "!systemd-run --user --quiet --wait --pipe -E LATCH_HOME="+home+" "+r.bin+" pair telegram --replace --json; echo done-run")
+	reply := waitSent(r.t, r.tg, r.owner.ID, "done-run", "[exit ")
+	var minted struct{ Code string }
+	start := strings.Index(reply, "{")
+	end := strings.Index(reply, "}")
+	if start < 0 || end < start || json.Unmarshal([]byte(reply[start:end+1]), &minted) != nil || minted.Code == "" {
+		r.t.Fatalf("systemd-run --user latch pair --replace printed %q, want a code", reply)
+	}
+	stranger := telegramtest.User{ID: 6666, FirstName: "Mallory"}
+	r.tg.SendText(telegramtest.Private(stranger), stranger, "/pair "+minted.Code)
+	waitSent(r.t, r.tg, stranger.ID, "waiting for the owner's approval")
+	req := waitSent(r.t, r.tg, r.owner.ID, "Approve a new latch?", "Mallory")
+	if !strings.Contains(req, "systemd") {
+		r.t.Errorf("the approval request does not say the mint came through systemd:\n%s", req)
+	}
+	if out := r.box.must(r.as, r.env, r.bin, "status"); !strings.Contains(out, "4242") {
+		r.t.Errorf("latch status after the stranger's redemption:\n%s\nwant the owner's chat still latched", out)
+	}
 }
 
 // serviceRig is latch set up for a service in a box: a copy of this test

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -36,7 +37,9 @@ func newUnpairCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s unpaired. Mint a new code with `latch pair %s`.\n", gateway, gateway)
+			fmt.Fprintf(cmd.OutOrStdout(), "%s unpaired. Mint a new code with `latch pair %s`: while another chat is paired its latch waits for that chat's approval; "+
+				"with none paired, from %s (an unpair must not make the next latch free for whatever ran it).\n",
+				gateway, gateway, time.Now().Add(pairing.GraceAfterUnpair).Format("15:04"))
 			return nil
 		},
 	}

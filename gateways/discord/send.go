@@ -59,6 +59,9 @@ func (g *Gateway) Send(ctx context.Context, chatID string, r gateways.Reply) (st
 		if i == 0 {
 			m.Reference = reference(chatID, r.ReplyTo)
 		}
+		if i == len(chunks)-1 {
+			m.Components = buttonRow(r.Buttons)
+		}
 		var sent *discordgo.Message
 		err := g.persist(ctx, g.log, func() (err error) {
 			sent, err = g.post(ctx, s, chatID, m)
@@ -72,6 +75,9 @@ func (g *Gateway) Send(ctx context.Context, chatID string, r gateways.Reply) (st
 			return "", fmt.Errorf("discord: send message %d of %d: %w", i+1, len(chunks), err)
 		}
 		last = sent.ID
+		if len(m.Components) > 0 {
+			g.texts.remember(sent.ID, m.Content) // AnswerCallback marks it
+		}
 	}
 	return last, nil
 }
@@ -160,4 +166,25 @@ func (g *Gateway) Typing(ctx context.Context, chatID string) {
 			g.log.Debug("typing failed; ignored", "err", err)
 		}
 	})
+}
+
+// buttonRow is a Reply's buttons as one row of components; a payload
+// Discord cannot take is left out (the Hub's texts carry typed commands for
+// every button).
+func buttonRow(buttons []gateways.Button) []discordgo.MessageComponent {
+	var row []discordgo.MessageComponent
+	for i, b := range buttons {
+		if b.Data == "" || len(b.Data) > maxCustomID {
+			continue
+		}
+		style := discordgo.SecondaryButton
+		if i == 0 {
+			style = discordgo.SuccessButton
+		}
+		row = append(row, discordgo.Button{Label: b.Label, Style: style, CustomID: b.Data})
+	}
+	if len(row) == 0 {
+		return nil
+	}
+	return []discordgo.MessageComponent{discordgo.ActionsRow{Components: row}}
 }

@@ -245,3 +245,24 @@ func FuzzChunk(f *testing.F) {
 		}
 	})
 }
+
+// TestSendButtons: a Reply's buttons (the Hub's latch approval request)
+// go under the message as one row, with their payloads as custom ids.
+func TestSendButtons(t *testing.T) {
+	srv := newFake(t)
+	g, _ := started(t, srv)
+	ch := srv.DMChannel(alice)
+	_, err := g.Send(testContext(t), ch, gateways.Reply{Text: "Approve a new latch?", Markdown: true,
+		Buttons: []gateways.Button{{Label: "Approve the latch", Data: "latch-ok:ABCD2345"}, {Label: "Deny", Data: "latch-no:ABCD2345"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sent := srv.SentTo(ch)
+	if len(sent) != 1 || len(sent[0].Components) != 1 {
+		t.Fatalf("sent %+v, want one message with one row of buttons", sent)
+	}
+	row := sent[0].Components[0].Components
+	if len(row) != 2 || row[0].CustomID != "latch-ok:ABCD2345" || row[1].CustomID != "latch-no:ABCD2345" {
+		t.Errorf("buttons %+v", row)
+	}
+}

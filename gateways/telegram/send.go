@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf16"
@@ -12,6 +13,7 @@ import (
 	tgbotapi "github.com/go-telegram-bot-api/telegram-bot-api/v5"
 
 	"github.com/latchd/latch/gateways"
+	"github.com/latchd/latch/gateways/telegram/tgmd"
 )
 
 const (
@@ -50,7 +52,11 @@ func (g *Gateway) Send(ctx context.Context, chatID string, r gateways.Reply) (st
 		if i == 0 {
 			threadTo = reply.id
 		}
-		if last, err = g.sendChunk(ctx, &p, text, r.Pre, threadTo); err != nil {
+		var buttons []gateways.Button
+		if i == len(chunks)-1 {
+			buttons = r.Buttons
+		}
+		if last, err = g.sendChunk(ctx, &p, text, r.Pre || r.Markdown, threadTo, buttons); err != nil {
 			return "", fmt.Errorf("telegram: send message %d of %d: %w", i+1, len(chunks), rejected(err))
 		}
 	}
@@ -66,14 +72,17 @@ func (g *Gateway) Send(ctx context.Context, chatID string, r gateways.Reply) (st
 // passing 5xx or a dropped connection would otherwise be lost, or lose its
 // middle. Should Telegram refuse the topic, it goes to p's next spare,
 // unthreaded: the message it answers is in the topic refused.
-func (g *Gateway) sendChunk(ctx context.Context, p *placement, text string, pre bool, reply int) (int, error) {
+func (g *Gateway) sendChunk(ctx context.Context, p *placement, text string, html bool, reply int, buttons []gateways.Button) (int, error) {
 	for {
 		cfg := tgbotapi.NewMessage(p.to.chat, text)
 		// Previews make Telegram fetch any URL in the text, which would let
 		// a manipulated agent exfiltrate data without a click.
 		cfg.DisableWebPagePreview = true
-		if pre {
+		if html {
 			cfg.ParseMode = tgbotapi.ModeHTML
+		}
+		if kb, ok := keyboard(buttons); ok {
+			cfg.ReplyMarkup = kb
 		}
 		if reply != 0 && !p.moved {
 			cfg.ReplyToMessageID = reply
@@ -87,6 +96,18 @@ func (g *Gateway) sendChunk(ctx context.Context, p *placement, text string, pre 
 		g.log.Info("Telegram refused the forum topic; posting in another",
 			"chat_id", refused.chat, "topic", refused.topic, "instead", p.to.topic, "err", err)
 	}
+}
+
+// keyboard is one row of inline buttons; a payload too long for Telegram
+// is left out (the Hub's texts carry typed commands for every button).
+func keyboard(buttons []gateways.Button) (tgbotapi.InlineKeyboardMarkup, bool) {
+	var row []tgbotapi.InlineKeyboardButton
+	for _, b := range buttons {
+		if len(b.Data) > 0 && len(b.Data) <= maxCallbackData {
+			row = append(row, tgbotapi.NewInlineKeyboardButtonData(b.Label, b.Data))
+		}
+	}
+	return tgbotapi.NewInlineKeyboardMarkup(row), len(row) > 0
 }
 
 // rejected marks err gateways.ErrRejected when Telegram refused the
@@ -143,6 +164,11 @@ func (g *Gateway) typingIn(ctx context.Context, to target) {
 func render(r gateways.Reply) []string {
 	text := strings.ToValidUTF8(r.Text, "\uFFFD")
 	var chunks []string
+	if r.Markdown && !r.Pre {
+		return slices.DeleteFunc(tgmd.Chunk(tgmd.Render(text), maxMessageUnits), func(c string) bool {
+			return strings.TrimSpace(c) == ""
+		})
+	}
 	if r.Pre {
 		budget := maxMessageUnits - utf16Len(preOpen) - utf16Len(preClose)
 		chunks = split(text, budget, escapedLen)

@@ -232,3 +232,12 @@ func TestSendPacesPerChat(t *testing.T) {
 		t.Errorf("%d messages broke the per-chat rate model", v)
 	}
 }
+
+// TestRenderMarkdown: the Hub's own Markdown texts (MsgPairFailed, the
+// notices) show with Telegram's formatting, not with literal backticks.
+func TestRenderMarkdown(t *testing.T) {
+	got := render(gateways.Reply{Text: gateways.MsgPairFailed, Markdown: true})
+	if len(got) != 1 || strings.Contains(got[0], "`") || !strings.Contains(got[0], "<code>latch pair</code>") {
+		t.Errorf("render = %q, want one HTML chunk with <code>latch pair</code> and no backticks", got)
+	}
+}

@@ -1,6 +1,7 @@
 package telegram
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -52,6 +53,46 @@ const (
 // notFound is the answer to every request that is not a delivery from
 // Telegram, whatever was wrong with it, so a prober learns nothing.
 var notFound = []byte("404 page not found\n")
+
+// rawNotFound is the whole response reject makes, as net/http writes it.
+// uniformConn sends it instead of the answers net/http makes itself to a
+// request it cannot parse (400, 431, 501, 505...), which never reach the
+// handler.
+var rawNotFound = []byte("HTTP/1.1 404 Not Found\r\nConnection: close\r\nContent-Length: 19\r\n" +
+	"Content-Type: text/plain; charset=utf-8\r\nX-Content-Type-Options: nosniff\r\n\r\n404 page not found\n")
+
+// uniformListener hands out uniformConns.
+type uniformListener struct{ net.Listener }
+
+func (l uniformListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &uniformConn{Conn: c}, nil
+}
+
+// uniformConn replaces a response net/http writes on its own — one that
+// begins with a status the handler never answers (it answers 200, 404 and
+// 503 only) — by rawNotFound. net/http writes such a response in one Write
+// straight to the connection and closes it afterwards; the handler's
+// responses pass untouched.
+type uniformConn struct{ net.Conn }
+
+func (c *uniformConn) Write(b []byte) (int, error) {
+	// The handler's bodies are fixed and never look like a status line.
+	if bytes.HasPrefix(b, []byte("HTTP/1.")) && len(b) >= 12 {
+		switch string(b[9:12]) {
+		case "200", "404", "503":
+		default:
+			if _, err := c.Conn.Write(rawNotFound); err != nil {
+				return 0, err
+			}
+			return len(b), nil
+		}
+	}
+	return c.Conn.Write(b)
+}
 
 // webhookMode reports whether updates come by webhook.
 func (g *Gateway) webhookMode() bool { return g.cfg.WebhookURL != "" }
@@ -197,19 +238,22 @@ func (g *Gateway) runWebhook(ctx context.Context, sink gateways.Sink) error {
 	}
 	h.sink = sink
 	srv := &http.Server{
-		Handler:           h,
-		ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout:       30 * time.Second,
-		WriteTimeout:      30 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		MaxHeaderBytes:    8 << 10,
-		ErrorLog:          slog.NewLogLogger(g.log.Handler(), slog.LevelDebug),
+		Handler: h,
+		// "OPTIONS *" goes to the handler, which rejects it like any
+		// other request that is not a delivery.
+		DisableGeneralOptionsHandler: true,
+		ReadHeaderTimeout:            10 * time.Second,
+		ReadTimeout:                  30 * time.Second,
+		WriteTimeout:                 30 * time.Second,
+		IdleTimeout:                  2 * time.Minute,
+		MaxHeaderBytes:               8 << 10,
+		ErrorLog:                     slog.NewLogLogger(g.log.Handler(), slog.LevelDebug),
 	}
 	var serveErr error
 	stopped := make(chan struct{})
 	go func() {
 		defer close(stopped)
-		serveErr = srv.Serve(h.ln)
+		serveErr = srv.Serve(uniformListener{h.ln})
 	}()
 
 	err := g.watchWebhook(ctx, stopped)

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -134,7 +135,9 @@ func raw(t *testing.T, addr, req string) []byte {
 		t.Fatal(err)
 	}
 	resp, err := io.ReadAll(conn)
-	if err != nil {
+	// A server that closes with request bytes unread (headers too large)
+	// resets the connection after its answer: the answer is what counts.
+	if err != nil && !(errors.Is(err, syscall.ECONNRESET) && len(resp) > 0) {
 		t.Fatalf("reading the response: %v (got %q)", err, resp)
 	}
 	return resp
@@ -186,6 +189,14 @@ func TestWebhookRejectsAllButTelegram(t *testing.T) {
 		{"form", post("POST", hookPath, []string{"Content-Type: application/x-www-form-urlencoded", good}, body)},
 		{"no type", post("POST", hookPath, []string{good}, body)},
 		{"oversized", post("POST", hookPath, []string{json, good}, body+strings.Repeat(" ", maxWebhookBody+1-len(body)))},
+		// Answered by net/http itself unless told otherwise.
+		{"OPTIONS *", "OPTIONS * HTTP/1.1\r\nHost: hook.example\r\nConnection: close\r\n\r\n"},
+		{"malformed request line", "GARBAGE\r\n\r\n"},
+		{"malformed header", "POST " + hookPath + " HTTP/1.1\r\nHost: hook.example\r\nNo colon here\r\n\r\n"},
+		{"no Host", "POST " + hookPath + " HTTP/1.1\r\nConnection: close\r\n\r\n"},
+		{"unknown version", "POST " + hookPath + " HTTP/9.9\r\nHost: hook.example\r\n\r\n"},
+		{"bad transfer encoding", "POST " + hookPath + " HTTP/1.1\r\nHost: hook.example\r\nTransfer-Encoding: gzip, chunked, x\r\n\r\n"},
+		{"headers too large", "POST " + hookPath + " HTTP/1.1\r\nHost: hook.example\r\nX-Big: " + strings.Repeat("a", 20<<10) + "\r\n\r\n"},
 	}
 	want := "HTTP/1.1 404 Not Found\r\nConnection: close\r\nContent-Length: 19\r\n" +
 		"Content-Type: text/plain; charset=utf-8\r\nX-Content-Type-Options: nosniff\r\n\r\n404 page not found\n"
