@@ -66,7 +66,7 @@ const mcpSeparator = "__"
 // defs is what the model is offered: latch's tools the policy does not
 // deny, then the MCP servers'.
 func (a *Agent) defs() []provider.Tool {
-	defs := a.cfg.Policy.Defs()
+	defs := a.cfg.Tools.offered(a.cfg.Policy.Defs())
 	if a.cfg.Tools != nil && a.cfg.Tools.MCP != nil {
 		defs = append(defs, a.cfg.Tools.MCP.Tools()...)
 	}

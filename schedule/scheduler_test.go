@@ -374,7 +374,9 @@ func TestCancelDropsAQueuedRun(t *testing.T) {
 func (f *fixture) repair(t *testing.T, p *pairing.Pairer) {
 	t.Helper()
 	var code string
-	f.db.Update(func(tx *store.Tx) (err error) { code, _, err = p.Mint(tx, "telegram", 0); return err })
+	if err := f.db.Update(func(tx *store.Tx) (err error) { code, _, err = p.Mint(tx, "telegram", 0); return err }); err != nil {
+		t.Fatal(err)
+	}
 	if got := f.say(t, "/pair "+code); got != gateways.MsgPaired {
 		t.Fatalf("pairing again: %q", got)
 	}
@@ -392,9 +394,13 @@ func TestUnpairPausesUntilResumed(t *testing.T) {
 			f := newFixture(t)
 			f.say(t, "/every 1h !job")
 			p := pairerFor(t)
+			// The unpair is dated past its grace period, in which no code
+			// could be minted with nothing latched.
+			p.Now = func() time.Time { return time.Now().Add(-pairing.GraceAfterUnpair - time.Minute) }
 			if err := f.db.Update(func(tx *store.Tx) error { _, err := p.Unpair(tx, "telegram"); return err }); err != nil {
 				t.Fatal(err)
 			}
+			p.Now = time.Now
 			if tt.notify {
 				if n, err := f.sched.Pause("telegram"); err != nil || n != 1 {
 					t.Fatalf("Pause = %d, %v", n, err)

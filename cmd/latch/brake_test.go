@@ -71,7 +71,7 @@ func TestBrakeWorksWithABrokenConfig(t *testing.T) {
 	if code != 0 || json.Unmarshal([]byte(out), &st) != nil || !st.Running || !strings.Contains(st.ConfigError, "modle") {
 		t.Errorf("status --json with a broken config: exit %d, %q", code, out)
 	}
-	if out, errOut, code := cli(t, "pair", "telegram", "--json"); code != 0 || !strings.Contains(out, `"code"`) {
+	if out, errOut, code := cli(t, "pair", "telegram", "--replace", "--json"); code != 0 || !strings.Contains(out, `"code"`) {
 		t.Errorf("pair through the daemon with a broken config: exit %d, %q %q", code, out, errOut)
 	}
 	if out, errOut, code := cli(t, "unpair", "telegram"); code != 0 || !strings.Contains(out, "telegram unpaired") {
