@@ -542,3 +542,17 @@ func TestTelegramVerbosity(t *testing.T) {
 		}
 	}
 }
+
+func TestDiscordVerbosity(t *testing.T) {
+	for _, tt := range []struct {
+		value, want string
+		ok          bool
+	}{{"quiet", "quiet", true}, {"verbose", "verbose", true}, {"", "normal", true}, {"loud", "", false}} {
+		home := t.TempDir()
+		os.WriteFile(filepath.Join(home, "config.toml"), []byte("[discord]\nverbosity = \""+tt.value+"\"\n"), 0o600)
+		cfg, err := Loader{Getenv: func(string) string { return "" }}.Load(home)
+		if (err == nil) != tt.ok || (err == nil && cfg.Discord.Verbosity != tt.want) {
+			t.Errorf("verbosity %q: %+v, %v", tt.value, cfg, err)
+		}
+	}
+}

@@ -121,7 +121,7 @@ func testDefaults(h string) Config {
 	return Config{
 		Home: h, Path: filepath.Join(h, "config.toml"),
 		Telegram: TelegramConfig{APIURL: "https://api.telegram.org", Verbosity: "normal", WebhookListen: "127.0.0.1:8443"},
-		Discord:  DiscordConfig{APIURL: "https://discord.com"},
+		Discord:  DiscordConfig{APIURL: "https://discord.com", Verbosity: "normal"},
 		Agent: AgentConfig{
 			Workspace: filepath.Join(h, "workspace"), BashTimeout: time.Minute,
 			Provider: "none", MaxTokens: 4096, MaxSteps: 25, RequestTimeout: 5 * time.Minute,

@@ -9,12 +9,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/latchd/latch/agent"
 	"github.com/latchd/latch/gateways"
 	"github.com/latchd/latch/gateways/discord"
 	"github.com/latchd/latch/gateways/discord/discordtest"
 	"github.com/latchd/latch/pairing"
 	"github.com/latchd/latch/store"
+	"github.com/latchd/latch/turn"
 )
 
 const token = "MTIzNDU2Nzg5MDEyMzQ1Njc4OQ.GabcDE.sEcReT-hmacValue_0123456789abcdefghijkl"
@@ -110,7 +110,7 @@ func TestWithHub(t *testing.T) {
 	// A button press reaches the Hub and is answered in time (no agent:
 	// the request has expired).
 	ev := g.RenderTurn(ctx, dm, "")
-	ev.Approval(agent.Approval{ID: "k1", Tool: "bash", Summary: "ls"})
+	ev.Approval(turn.Approval{ID: "k1", Tool: "bash", Summary: "ls"})
 	ev.(interface{ End() }).End()
 	req := waitText("Allow")
 	press, err := srv.PressButton(owner, dm, req.ID, "approve:k1")
