@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/latchd/latch/gateways"
+	"github.com/latchd/latch/gateways/internal/adaptertest"
 	"github.com/latchd/latch/pairing"
 	"github.com/latchd/latch/store"
 )
@@ -113,7 +114,7 @@ type harness struct {
 	f      *Fake
 	db     *store.DB
 	pairer *pairing.Pairer
-	logs   *syncBuffer
+	logs   *adaptertest.LogBuffer
 	log    *slog.Logger
 	ctx    context.Context
 	mu     sync.Mutex
@@ -134,7 +135,7 @@ func newHarness(t *testing.T, f *Fake) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	logs := &syncBuffer{}
+	logs := &adaptertest.LogBuffer{}
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	t.Cleanup(cancel)
@@ -275,24 +276,6 @@ func (h *harness) noteErr(err error) error {
 		h.mu.Unlock()
 	}
 	return err
-}
-
-// syncBuffer is a log sink the adapter's goroutines write to.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // failingSink is the Hub, but for an Ingest that fails while the test

@@ -67,19 +67,7 @@ func (h *harness) FromStrangerAndOther(text string) {
 func testWhileDown(t *testing.T, h *harness) {
 	h.start()
 	h.pair()
-	h.stopAll()
-	h.f.FromOwner("!echo while down", true)
-	h.start()
-	h.waitOwner("ran while down")
-	h.idle()
-	h.stopAll()
-	h.start() // and not again at the next start
-	h.f.FromOwner("!echo after", false)
-	h.waitOwner("ran after")
-	h.idle()
-	if n := h.countOwner("ran while down"); n != 1 {
-		t.Errorf("the message sent while down ran %d times", n)
-	}
+	h.onceAfterRestart(t, "while down", func() { h.f.FromOwner("!echo while down", true) })
 }
 
 // testIngestBeforeConfirm: a message whose Ingest failed is not confirmed
@@ -92,14 +80,7 @@ func testIngestBeforeConfirm(t *testing.T, h *harness) {
 	h.failIngest.Store(true)
 	h.f.FromOwner("!echo kept", false)
 	h.eventually("an Ingest to fail", func() bool { return h.failed.Load() > 0 })
-	h.stopAll()
-	h.failIngest.Store(false)
-	h.start()
-	h.waitOwner("ran kept")
-	h.idle()
-	if n := h.countOwner("ran kept"); n != 1 {
-		t.Errorf("the message whose Ingest failed ran %d times", n)
-	}
+	h.onceAfterRestart(t, "kept", func() { h.failIngest.Store(false) })
 }
 
 // testRedelivered: a message the platform delivers twice runs once.
@@ -220,17 +201,25 @@ func testOutboxAfterRestart(t *testing.T, h *harness) {
 	before := h.f.Sends()
 	h.f.FromOwner("!echo owed", false)
 	h.eventually("a send of the answer to fail", func() bool { return h.f.Sends() > before })
+	h.onceAfterRestart(t, "owed", h.f.ClearFaults)
+}
+
+// onceAfterRestart stops latch, runs down while it is down, starts it
+// again and wants "ran <what>" to reach the owner, once, also after one
+// more restart.
+func (h *harness) onceAfterRestart(t *testing.T, what string, down func()) {
+	t.Helper()
 	h.stopAll()
-	h.f.ClearFaults()
+	down()
 	h.start()
-	h.waitOwner("ran owed")
+	h.waitOwner("ran " + what)
 	h.idle()
 	h.stopAll()
-	h.start()
-	h.f.FromOwner("!echo later", false)
-	h.waitOwner("ran later")
+	h.start() // and not again at the next start
+	h.f.FromOwner("!echo after", false)
+	h.waitOwner("ran after")
 	h.idle()
-	if n := h.countOwner("ran owed"); n != 1 {
-		t.Errorf("the owed answer was delivered %d times", n)
+	if n := h.countOwner("ran " + what); n != 1 {
+		t.Errorf("%q reached the owner %d times, want once", "ran "+what, n)
 	}
 }
