@@ -19,6 +19,7 @@ import (
 
 	"github.com/latchd/latch/agent/provider"
 	"github.com/latchd/latch/store"
+	"github.com/latchd/latch/turn"
 )
 
 // maxAgentsMD bounds the AGENTS.md added to the system prompt.
@@ -35,33 +36,15 @@ func shuttingDown(ctx context.Context) bool { return errors.Is(context.Cause(ctx
 // ErrMaxSteps ends a turn that used all its steps without a final answer.
 var ErrMaxSteps = errors.New("the agent reached its step limit")
 
-// Events receives what a turn does, in order, from the turn's goroutine.
-type Events interface {
-	// Text is a piece of the model's answer as it streams.
-	Text(delta string)
-	// ToolStarted and ToolFinished bracket one tool call.
-	ToolStarted(call ToolCall)
-	ToolFinished(call ToolCall, result ToolResult)
-	// Approval shows a request; the owner answers through Agent.Decide.
-	Approval(a Approval)
-	// File hands a workspace file to the chat.
-	File(f File) error
-	// Final is the answer of the step that ended the turn (its full text;
-	// the same text already went through Text).
-	Final(text string)
-}
+// Events receives what a turn does, in order, from the turn's goroutine
+// (see [turn.Events]: the chats render it).
+type Events = turn.Events
 
 // ToolCall is one call the model made.
-type ToolCall struct {
-	ID, Name, Summary string
-}
+type ToolCall = turn.ToolCall
 
 // ToolResult is how a call ended.
-type ToolResult struct {
-	Err      error // nil on success
-	Denied   bool  // the owner or the policy said no
-	Duration time.Duration
-}
+type ToolResult = turn.ToolResult
 
 // Config wires an Agent.
 type Config struct {

@@ -107,20 +107,3 @@ func hidden(r rune) bool {
 	}
 	return unicode.IsControl(r) || unicode.Is(unicode.Cf, r)
 }
-
-// ClipMiddle returns s whole if it has at most n runes. Otherwise it keeps
-// the head and the tail, joined by a line saying how many characters are
-// left out, so that a request never hides part of a command without
-// saying so; left is that count (0 when s is whole).
-func ClipMiddle(s string, n int) (shown string, left int) {
-	total := utf8.RuneCountInString(s)
-	if total <= n {
-		return s, 0
-	}
-	r := []rune(s)
-	marker := func(k int) string { return fmt.Sprintf("\n… %d characters not shown …\n", k) }
-	keep := max(n-utf8.RuneCountInString(marker(total)), 2)
-	head, tail := keep*2/3, keep-keep*2/3
-	left = total - head - tail
-	return string(r[:head]) + marker(left) + string(r[total-tail:]), left
-}

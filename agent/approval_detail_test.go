@@ -65,23 +65,3 @@ func TestVisible(t *testing.T) {
 		}
 	}
 }
-
-func TestClipMiddleSaysWhatIsLeftOut(t *testing.T) {
-	if s, left := ClipMiddle("short", 10); s != "short" || left != 0 {
-		t.Errorf("ClipMiddle(short) = %q, %d", s, left)
-	}
-	s := strings.Repeat("a", 500) + "TAIL"
-	got, left := ClipMiddle(s, 100)
-	if n := len([]rune(got)); n > 100 {
-		t.Errorf("shown %d runes, over 100", n)
-	}
-	if !strings.HasSuffix(got, "TAIL") || !strings.HasPrefix(got, "aaa") {
-		t.Errorf("head or tail missing: %q", got)
-	}
-	if want := "… " + itoa(left) + " characters not shown …"; !strings.Contains(got, want) || left <= 0 ||
-		len([]rune(got))-len([]rune(want))-2+left != len([]rune(s)) {
-		t.Errorf("ClipMiddle = %q, left %d; want the marker %q and shown+left = all", got, left, want)
-	}
-}
-
-func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }

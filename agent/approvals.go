@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/latchd/latch/store"
+	"github.com/latchd/latch/turn"
 )
 
 // Decision is the owner's answer to an approval request.
@@ -27,17 +28,7 @@ const (
 var ErrNoApproval = errors.New("no such pending approval (it may have expired)")
 
 // Approval is a tool call waiting for the owner.
-type Approval struct {
-	ID      string
-	Tool    string
-	Summary string // one line, clipped: for a notice, not for the decision
-	// Detail is exactly what the call would do (see [ApprovalDetail]):
-	// every line of a command, invisible characters spelled out. An
-	// approval request shows it whole, or says how much it could not show
-	// ([ClipMiddle]); a summary clipped to one line could hide a second
-	// command after a newline or past its cut.
-	Detail string
-}
+type Approval = turn.Approval
 
 type pending struct {
 	key SessionKey

@@ -9,6 +9,7 @@ import (
 
 	"github.com/latchd/latch/agent/provider"
 	"github.com/latchd/latch/agent/tools"
+	"github.com/latchd/latch/turn"
 )
 
 // Tool names, as the model sees them and as [agent.permissions] keys them.
@@ -86,10 +87,7 @@ func (a *Agent) permission(tool string) Permission {
 }
 
 // File is a workspace file the agent hands to the chat.
-type File struct {
-	Name string
-	Data []byte
-}
+type File = turn.File
 
 var toolDefs = []provider.Tool{
 	{Name: ToolRead, Description: "Read a text file of the workspace. Lines come numbered like `cat -n`; the numbers are not part of the file. Use offset/limit for long files.",
@@ -223,11 +221,11 @@ func Summary(name string, input json.RawMessage) string {
 	}
 	json.Unmarshal(input, &a)
 	if server, tool, ok := strings.Cut(name, mcpSeparator); ok {
-		return oneLine(server+" › "+tool+" "+tools.RedactJSON(input), 200)
+		return turn.OneLine(server+" › "+tool+" "+tools.RedactJSON(input), 200)
 	}
 	switch name {
 	case ToolBash:
-		return oneLine(a.Command, 200)
+		return turn.OneLine(a.Command, 200)
 	case ToolWrite:
 		return fmt.Sprintf("%s (%d bytes, %d lines)", a.Path, len(a.Content), strings.Count(a.Content, "\n")+1)
 	case ToolEdit:
@@ -237,23 +235,15 @@ func Summary(name string, input json.RawMessage) string {
 		if m == "" {
 			m = "GET"
 		}
-		return m + " " + oneLine(a.URL, 200)
+		return m + " " + turn.OneLine(a.URL, 200)
 	case ToolList, ToolGrep:
 		s := a.Pattern
 		if a.Path != "" {
 			s += " in " + a.Path
 		}
-		return oneLine(s, 200)
+		return turn.OneLine(s, 200)
 	case ToolSchedule:
-		return oneLine(scheduleLine(input), 200)
+		return turn.OneLine(scheduleLine(input), 200)
 	}
-	return oneLine(a.Path, 200)
-}
-
-func oneLine(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if r := []rune(s); len(r) > n {
-		return string(r[:n-1]) + "…"
-	}
-	return s
+	return turn.OneLine(a.Path, 200)
 }

@@ -529,16 +529,27 @@ func TestLoadAPIKeyFileOfAnotherUser(t *testing.T) {
 	}
 }
 
-func TestTelegramVerbosity(t *testing.T) {
-	for _, tt := range []struct {
-		value, want string
-		ok          bool
-	}{{"quiet", "quiet", true}, {"verbose", "verbose", true}, {"", "normal", true}, {"loud", "", false}} {
-		home := t.TempDir()
-		os.WriteFile(filepath.Join(home, "config.toml"), []byte("[telegram]\nverbosity = \""+tt.value+"\"\n"), 0o600)
-		cfg, err := Loader{Getenv: func(string) string { return "" }}.Load(home)
-		if (err == nil) != tt.ok || (err == nil && cfg.Telegram.Verbosity != tt.want) {
-			t.Errorf("verbosity %q: %+v, %v", tt.value, cfg, err)
+// TestVerbosity: [telegram] and [discord] verbosity take the same values,
+// normal when unset.
+func TestVerbosity(t *testing.T) {
+	for _, section := range []string{"telegram", "discord"} {
+		for _, tt := range []struct {
+			value, want string
+			ok          bool
+		}{{"quiet", "quiet", true}, {"verbose", "verbose", true}, {"", "normal", true}, {"loud", "", false}} {
+			home := t.TempDir()
+			os.WriteFile(filepath.Join(home, "config.toml"), []byte("["+section+"]\nverbosity = \""+tt.value+"\"\n"), 0o600)
+			cfg, err := Loader{Getenv: func(string) string { return "" }}.Load(home)
+			if err != nil {
+				if tt.ok {
+					t.Errorf("%s.verbosity %q: %v", section, tt.value, err)
+				}
+				continue
+			}
+			got := map[string]string{"telegram": cfg.Telegram.Verbosity, "discord": cfg.Discord.Verbosity}[section]
+			if !tt.ok || got != tt.want {
+				t.Errorf("%s.verbosity %q: got %q, %v; want %q (ok %t)", section, tt.value, got, err, tt.want, tt.ok)
+			}
 		}
 	}
 }

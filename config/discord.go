@@ -26,6 +26,7 @@ type DiscordConfig struct {
 	TokenSource string // EnvDiscordToken, "discord.token" or "discord.token_file"; "" if unset
 	APIURL      string // REST and gateway base, without a trailing slash
 	AllowGroups bool   // guild channels count (only the pairing user, only when the bot is mentioned)
+	Verbosity   string // tool progress in the chat: quiet, normal (default) or verbose
 }
 
 type fileDiscord struct {
@@ -33,6 +34,7 @@ type fileDiscord struct {
 	TokenFile   string `toml:"token_file"`
 	APIURL      string `toml:"api_url"`
 	AllowGroups bool   `toml:"allow_groups"`
+	Verbosity   string `toml:"verbosity"`
 }
 
 // Enabled reports whether a Discord token is set.
@@ -81,6 +83,13 @@ func (l Loader) applyDiscordFile(cfg *Config, d fileDiscord) []error {
 		cfg.Discord.APIURL = u
 	}
 	cfg.Discord.AllowGroups = d.AllowGroups
+	switch d.Verbosity {
+	case "":
+	case "quiet", "normal", "verbose":
+		cfg.Discord.Verbosity = d.Verbosity
+	default:
+		bad("discord.verbosity", "must be quiet, normal or verbose")
+	}
 	return errs
 }
 

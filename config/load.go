@@ -60,7 +60,7 @@ func (l Loader) load(home, path string, secrets *[]string) (*Config, error) {
 		Home:       home,
 		Path:       filepath.Join(home, ConfigFile),
 		Telegram:   TelegramConfig{APIURL: DefaultTelegramAPIURL, Verbosity: "normal", WebhookListen: DefaultTelegramWebhookListen},
-		Discord:    DiscordConfig{APIURL: DefaultDiscordAPIURL},
+		Discord:    DiscordConfig{APIURL: DefaultDiscordAPIURL, Verbosity: "normal"},
 		Agent:      defaultAgent(home),
 		Schedule:   defaultSchedule(),
 		Transcribe: defaultTranscribe(),

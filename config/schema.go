@@ -78,6 +78,7 @@ var schemaKeys = []string{
 	"discord.token_file",
 	"discord.api_url",
 	"discord.allow_groups",
+	"discord.verbosity",
 	"agent",
 	"agent.workspace",
 	"agent.bash_timeout",

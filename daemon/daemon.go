@@ -380,7 +380,7 @@ func (d *Daemon) buildGateways() []gateways.Gateway {
 			AllowGroups: t.AllowGroups}, d.Log.With("gateway", "telegram")))
 	}
 	if c := d.Config.Discord; c.Enabled() {
-		gws = append(gws, discord.New(discord.Config{Token: c.Token, APIURL: c.APIURL, AllowGroups: c.AllowGroups}, d.Log.With("gateway", "discord")))
+		gws = append(gws, discord.New(discord.Config{Token: c.Token, APIURL: c.APIURL, AllowGroups: c.AllowGroups, Verbosity: c.Verbosity}, d.Log.With("gateway", "discord")))
 	}
 	return gws
 }

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"github.com/latchd/latch/turn"
 	"strings"
 	"time"
 
@@ -67,7 +68,7 @@ func (h *Hub) stop(key chatKey) string {
 	}
 	j.stopped = true
 	j.cancel()
-	return "Stopping: " + clip(j.text, 80)
+	return "Stopping: " + turn.Clip(j.text, 80)
 }
 
 // current is the chat's job that /stop and /status speak of, under h.mu;
@@ -91,7 +92,7 @@ func (h *Hub) statusText(gateway string, key chatKey) string {
 				queued++
 			}
 		}
-		fmt.Fprintf(&b, "running: %s (%s)\n", clip(j.text, 80), time.Since(j.started).Round(time.Second))
+		fmt.Fprintf(&b, "running: %s (%s)\n", turn.Clip(j.text, 80), time.Since(j.started).Round(time.Second))
 		fmt.Fprintf(&b, "queued: %d\n", queued)
 	} else {
 		b.WriteString("running: nothing\n")
@@ -366,12 +367,4 @@ func (h *Hub) newSession(e store.Entry) string {
 func isCommand(text, name string) bool {
 	n, _ := splitCommand(text)
 	return n == name
-}
-
-func clip(s string, n int) string {
-	r := []rune(s)
-	if len(r) <= n {
-		return s
-	}
-	return string(r[:n-1]) + "…"
 }

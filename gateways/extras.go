@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/latchd/latch/turn"
 	"io"
 	"strings"
 
@@ -52,10 +53,9 @@ func decodeExtra(e store.Entry) extra {
 	return x
 }
 
-// pressed handles a button press from the latched chat: tool approval
-// buttons carry "approve:<id>", "always:<id>" or "deny:<id>", latch
-// approval buttons "latch-ok:<id>" or "latch-no:<id>" (latching.go). An
-// unknown or stale id is answered "expired" and changes nothing.
+// pressed handles a button press from the latched chat: the approval
+// buttons carry turn.Payload(kind, id). An unknown kind or a stale id is
+// answered "expired" and changes nothing.
 func (h *Hub) pressed(ctx context.Context, e store.Entry, cb *Callback) {
 	ans, ok := h.gateways[e.Gateway].(CallbackAnswerer)
 	if !ok {
@@ -65,8 +65,8 @@ func (h *Hub) pressed(ctx context.Context, e store.Entry, cb *Callback) {
 		return
 	}
 	notice, resolved := "This request has expired.", ""
-	name, id, _ := strings.Cut(cb.Data, ":")
-	d, known := map[string]agent.Decision{"approve": agent.Approve, "always": agent.Always, "deny": agent.DenyIt}[name]
+	kind, id, _ := turn.ParsePayload(cb.Data)
+	d, known := map[turn.Kind]agent.Decision{turn.KindApprove: agent.Approve, turn.KindAlways: agent.Always, turn.KindDeny: agent.DenyIt}[kind]
 	if known && h.cfg.Agent != nil {
 		key := agent.SessionKey{Gateway: e.Gateway, Chat: e.ChatID}
 		if err := h.cfg.Agent.Decide(key, id, d); err == nil {

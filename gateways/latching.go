@@ -9,14 +9,12 @@ import (
 
 	"github.com/latchd/latch/pairing"
 	"github.com/latchd/latch/store"
+	"github.com/latchd/latch/turn"
 )
 
-// Callback payloads and typed commands of a latch approval request
-// (pairing's approval rule). They share no prefix with the tool approvals'
-// "approve:", "always:" and "deny:", so neither can be taken for the other.
+// Typed commands of a latch approval request (pairing's approval rule);
+// its buttons are turn.KindLatchOK and turn.KindLatchNo.
 const (
-	dataLatchOK  = "latch-ok:"
-	dataLatchNo  = "latch-no:"
 	cmdLatchOK   = "approvelatch"
 	cmdLatchDeny = "denylatch"
 )
@@ -124,20 +122,18 @@ func approvalRequest(tx *store.Tx, r *store.LatchRequest) Notice {
 	fmt.Fprintf(&b, "Approve only if you did both yourself: a program on the machine can mint a code, only you can answer here. "+
 		"Unanswered, it lapses at %s.\nOr type `/%s %s` · `/%s %s`", r.ExpiresAt.Local().Format("15:04"), cmdLatchOK, r.ID, cmdLatchDeny, r.ID)
 	return Notice{Text: b.String(), Markdown: true, Buttons: []Button{
-		{Label: "Approve the latch", Data: dataLatchOK + r.ID},
-		{Label: "Deny", Data: dataLatchNo + r.ID},
+		{Label: "Approve the latch", Data: turn.Payload(turn.KindLatchOK, r.ID)},
+		{Label: "Deny", Data: turn.Payload(turn.KindLatchNo, r.ID)},
 	}}
 }
 
 // latchAnswer parses a latch approval button's payload.
 func latchAnswer(data string) (id string, approve, ok bool) {
-	if id, ok := strings.CutPrefix(data, dataLatchOK); ok {
-		return id, true, id != ""
+	kind, id, ok := turn.ParsePayload(data)
+	if !ok || (kind != turn.KindLatchOK && kind != turn.KindLatchNo) {
+		return "", false, false
 	}
-	if id, ok := strings.CutPrefix(data, dataLatchNo); ok {
-		return id, false, id != ""
-	}
-	return "", false, false
+	return id, kind == turn.KindLatchOK, id != ""
 }
 
 // decideLatch answers a latch request for the owner in e's chat (a button
@@ -263,7 +259,7 @@ func (h *Hub) pressedLatch(ctx context.Context, e store.Entry, cb *Callback, ans
 	h.workers.Add(1)
 	go func() {
 		defer h.workers.Done()
-		if err := ans.AnswerCallback(ctx, e.ChatID, *cb, clip(notice, 190), resolved); err != nil {
+		if err := ans.AnswerCallback(ctx, e.ChatID, *cb, turn.Clip(notice, 190), resolved); err != nil {
 			h.log.Warn("answering a button press failed", "gateway", e.Gateway, "err", err)
 		}
 	}()

@@ -8,6 +8,7 @@ import (
 
 	"github.com/latchd/latch/pairing"
 	"github.com/latchd/latch/store"
+	"github.com/latchd/latch/turn"
 )
 
 // mintReplace mints a --replace code for telegram.
@@ -50,8 +51,8 @@ func TestLatchApprovalOnlyByTheOwnersPress(t *testing.T) {
 		t.Fatalf("the owner's request = %+v", req)
 	}
 	ok, no := req.Buttons[0].Data, req.Buttons[1].Data
-	id, found := strings.CutPrefix(ok, dataLatchOK)
-	if !found || no != dataLatchNo+id {
+	id, found := strings.CutPrefix(ok, string(turn.KindLatchOK)+":")
+	if !found || no != turn.Payload(turn.KindLatchNo, id) {
 		t.Fatalf("buttons %+v, want latch-ok:/latch-no: with one id", req.Buttons)
 	}
 	latchOf := func() string {
@@ -112,7 +113,7 @@ func TestLatchRequestTypedCommands(t *testing.T) {
 	var id string
 	for range 2 {
 		if r := f.gw.next(t); r.chatID == "100" {
-			id = strings.TrimPrefix(r.Buttons[0].Data, dataLatchOK)
+			id = strings.TrimPrefix(r.Buttons[0].Data, string(turn.KindLatchOK)+":")
 		}
 	}
 	f.ingest(t, "3", private("200", "/denylatch "+id)) // not latched: dropped

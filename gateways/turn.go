@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/latchd/latch/turn"
 	"strings"
 	"sync"
 
@@ -164,27 +165,28 @@ func (p *plainEvents) quiet() bool { return p.j != nil && p.h.dropped(p.j) }
 
 func (p *plainEvents) Text(string) {}
 
-func (p *plainEvents) ToolStarted(c agent.ToolCall) {
-	p.say(fmt.Sprintf("⚙ %s: %s", c.Name, c.Summary))
+func (p *plainEvents) ToolStarted(c turn.ToolCall) {
+	p.say(turn.ToolLine(c, nil, turn.VerbosityNormal, turn.LineStyle{}))
 }
 
-func (p *plainEvents) ToolFinished(c agent.ToolCall, r agent.ToolResult) {
+// ToolFinished shows only a failure: the line of the start stays as it was.
+func (p *plainEvents) ToolFinished(c turn.ToolCall, r turn.ToolResult) {
 	if r.Err != nil {
-		p.say(fmt.Sprintf("✗ %s: %s", c.Name, clip(r.Err.Error(), 200)))
+		p.say(turn.ToolLine(c, &r, turn.VerbosityNormal, turn.LineStyle{}))
 	}
 }
 
 // Approval shows the call's detail, every line of it: the adapter splits a
 // long text into messages, so nothing of what would run is left out.
-func (p *plainEvents) Approval(a agent.Approval) {
+func (p *plainEvents) Approval(a turn.Approval) {
 	detail := a.Detail
 	if detail == "" {
 		detail = a.Summary
 	}
-	p.say(fmt.Sprintf("🔐 Allow %s?\n%s\n\n/approve %s · /always %s · /deny %s", a.Tool, detail, a.ID, a.ID, a.ID))
+	p.say(fmt.Sprintf("🔐 Allow %s?\n%s\n\n%s", a.Tool, detail, turn.ApprovalCommands(a.ID)))
 }
 
-func (p *plainEvents) File(f agent.File) error {
+func (p *plainEvents) File(f turn.File) error {
 	if p.quiet() {
 		return errors.New("the chat was unpaired")
 	}

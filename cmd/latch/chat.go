@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/latchd/latch/turn"
 	"io"
 	"os"
 	"os/signal"
@@ -358,7 +359,7 @@ func (u *chatUI) render(ctx context.Context) func(control.ChatEvent) error {
 			u.line("⚙ %s: %s", ev.Tool, ev.Summary)
 		case control.EventToolFinished:
 			if ev.Error != "" {
-				u.line("✗ %s: %s", ev.Tool, clip(ev.Error, 300))
+				u.line("✗ %s: %s", ev.Tool, turn.OneLine(ev.Error, 300))
 			}
 		case control.EventApproval:
 			u.streamed = false
@@ -484,14 +485,6 @@ func (u *chatUI) endLine() {
 		fmt.Fprintln(u.out)
 		u.midLine = false
 	}
-}
-
-func clip(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if r := []rune(s); len(r) > n {
-		return string(r[:n-1]) + "…"
-	}
-	return s
 }
 
 // size is n bytes for people: "812 B", "12.3 KB", "4.0 MB".

@@ -2,6 +2,7 @@ package discord
 
 import (
 	"fmt"
+	"github.com/latchd/latch/turn"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -110,7 +111,7 @@ func describe(m *discordgo.Message) string {
 	if len(parts) == 0 {
 		return unreadable
 	}
-	return clipRunes(strings.Join(parts, "\n"), maxDescription)
+	return turn.Clip(strings.Join(parts, "\n"), maxDescription)
 }
 
 // describeStickers is "[The owner sent a sticker: Wave]", in the words
@@ -124,7 +125,7 @@ func describeStickers(items []*discordgo.StickerItem) string {
 			continue
 		}
 		n++
-		if name := oneLine(s.Name, 60); name != "" {
+		if name := turn.OneLine(s.Name, 60); name != "" {
 			names = append(names, name)
 		}
 	}
@@ -151,9 +152,9 @@ func describePoll(p *discordgo.Poll) string {
 		if text == "" && a.Media.Emoji != nil {
 			text = a.Media.Emoji.Name
 		}
-		opts = append(opts, strconv.Quote(oneLine(text, 60)))
+		opts = append(opts, strconv.Quote(turn.OneLine(text, 60)))
 	}
-	return fmt.Sprintf("[The owner sent a poll: %q, options %s]", oneLine(p.Question.Text, 300), strings.Join(opts, ", "))
+	return fmt.Sprintf("[The owner sent a poll: %q, options %s]", turn.OneLine(p.Question.Text, 300), strings.Join(opts, ", "))
 }
 
 // describeEmbed is an embed's title, description, fields and link, "" for
@@ -179,10 +180,5 @@ func describeEmbed(e *discordgo.MessageEmbed) string {
 	if len(lines) == 0 {
 		return ""
 	}
-	return "[The owner sent an embed: " + clipRunes(strings.Join(lines, "\n"), maxEmbed) + "]"
-}
-
-// oneLine is s on one line, at most n runes.
-func oneLine(s string, n int) string {
-	return clipRunes(strings.Join(strings.Fields(s), " "), n)
+	return "[The owner sent an embed: " + turn.Clip(strings.Join(lines, "\n"), maxEmbed) + "]"
 }

@@ -1,6 +1,7 @@
 package discord
 
 import (
+	"github.com/latchd/latch/turn"
 	"slices"
 	"strings"
 	"testing"
@@ -149,7 +150,7 @@ func TestDescribeBounds(t *testing.T) {
 	for name, m := range cases {
 		got := describe(m)
 		if n := utf8.RuneCountInString(got); n > maxDescription || !strings.HasPrefix(got, "[") {
-			t.Errorf("%s: %d runes starting %q, want at most %d starting with [", name, n, clipRunes(got, 20), maxDescription)
+			t.Errorf("%s: %d runes starting %q, want at most %d starting with [", name, n, turn.Clip(got, 20), maxDescription)
 		}
 	}
 	if got := describeStickers(stickers[:2]); strings.Count(got, "\n") != 0 {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/latchd/latch/turn"
 	"net/http"
 	"sync"
 	"unicode/utf8"
@@ -100,7 +101,7 @@ func (g *Gateway) AnswerCallback(ctx context.Context, chatID string, cb gateways
 		}
 		err := g.call(ctx, requestTimeout, []string{token}, func(opts ...discordgo.RequestOption) error {
 			_, err := s.FollowupMessageCreate(in, false, &discordgo.WebhookParams{
-				Content: clipRunes(notice, maxContent), Flags: discordgo.MessageFlagsEphemeral, AllowedMentions: noMentions(),
+				Content: turn.Clip(notice, maxContent), Flags: discordgo.MessageFlagsEphemeral, AllowedMentions: noMentions(),
 			}, opts...)
 			return err
 		})
@@ -160,14 +161,5 @@ func (g *Gateway) resolveByEdit(ctx context.Context, s *discordgo.Session, chatI
 
 // withOutcome appends the outcome of a request to its text.
 func withOutcome(text, resolved string) string {
-	return clipRunes(text, maxContent-utf8.RuneCountInString(resolved)-2) + "\n\n" + resolved
-}
-
-// clipRunes cuts s to at most n code points.
-func clipRunes(s string, n int) string {
-	if utf8.RuneCountInString(s) <= n {
-		return s
-	}
-	r := []rune(s)
-	return string(r[:max(n-1, 0)]) + "…"
+	return turn.Clip(text, maxContent-utf8.RuneCountInString(resolved)-2) + "\n\n" + resolved
 }

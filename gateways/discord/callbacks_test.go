@@ -8,9 +8,9 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/latchd/latch/agent"
 	"github.com/latchd/latch/gateways"
 	"github.com/latchd/latch/gateways/discord/discordtest"
+	"github.com/latchd/latch/turn"
 )
 
 // approvalPressed sends an approval request through RenderTurn, has alice
@@ -21,7 +21,7 @@ func approvalPressed(t *testing.T, srv *discordtest.Server, g *Gateway, sink *me
 	in := srv.SendDM(alice, "clean up")
 	sink.waitStored(t, n+1)
 	ev := g.RenderTurn(testContext(t), in.ChannelID, in.ID)
-	ev.Approval(agent.Approval{ID: "k3x9p", Tool: "bash", Summary: "rm -rf build"})
+	ev.Approval(turn.Approval{ID: "k3x9p", Tool: "bash", Summary: "rm -rf build"})
 	ev.(interface{ End() }).End()
 	req, err := srv.WaitSent(testContext(t), func(s discordtest.Sent) bool { return len(s.Buttons()) > 0 })
 	if err != nil {
@@ -149,7 +149,7 @@ func TestApprovalShowsEveryLine(t *testing.T) {
 	} {
 		in := srv.SendDM(alice, "clean up")
 		ev := g.RenderTurn(testContext(t), in.ChannelID, in.ID)
-		ev.Approval(agent.Approval{ID: "k3x9p", Tool: "bash", Summary: "clipped", Detail: c.detail})
+		ev.Approval(turn.Approval{ID: "k3x9p", Tool: "bash", Summary: "clipped", Detail: c.detail})
 		ev.(interface{ End() }).End()
 		req, err := srv.WaitSent(testContext(t), func(s discordtest.Sent) bool {
 			return len(s.Buttons()) > 0 && strings.Contains(s.Text(), c.want)
@@ -193,7 +193,7 @@ func TestApprovalFitsOneMessage(t *testing.T) {
 				tool = strings.Repeat("*_", 100)
 			}
 			ev := g.RenderTurn(testContext(t), in.ChannelID, in.ID)
-			ev.Approval(agent.Approval{ID: "k3x9p", Tool: tool, Summary: "clipped", Detail: detail})
+			ev.Approval(turn.Approval{ID: "k3x9p", Tool: tool, Summary: "clipped", Detail: detail})
 			ev.(interface{ End() }).End()
 			req, ok := lastSent(srv, in.ChannelID)
 			if !ok || len(req.Buttons()) != 3 {
@@ -264,7 +264,7 @@ func TestApprovalOutlastsServerErrors(t *testing.T) {
 	in := srv.SendDM(alice, "clean up")
 	srv.Inject(discordtest.RouteCreateMessage, discordtest.Fault{Status: 500})
 	ev := g.RenderTurn(testContext(t), in.ChannelID, in.ID)
-	ev.Approval(agent.Approval{ID: "k3x9p", Tool: "bash", Summary: "make", Detail: "make"})
+	ev.Approval(turn.Approval{ID: "k3x9p", Tool: "bash", Summary: "make", Detail: "make"})
 	ev.(interface{ End() }).End()
 	if _, err := srv.WaitSent(testContext(t), func(s discordtest.Sent) bool { return len(s.Buttons()) > 0 }); err != nil {
 		t.Fatalf("the approval request never showed: %v", err)

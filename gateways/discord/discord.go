@@ -26,6 +26,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/latchd/latch/gateways/internal/loopback"
+	"github.com/latchd/latch/turn"
 	"log/slog"
 	"net"
 	"net/http"
@@ -102,6 +104,9 @@ type Config struct {
 	// channel (streaming answers, tool lines); DefaultEditInterval if
 	// zero. Tests shorten it.
 	EditInterval time.Duration
+	// Verbosity is how much of a turn's tool use the chat sees:
+	// turn.VerbosityQuiet, VerbosityNormal (the default) or VerbosityVerbose.
+	Verbosity string
 }
 
 // Gateway is one Discord bot. It implements gateways.Gateway,
@@ -154,6 +159,12 @@ func New(cfg Config, log *slog.Logger) *Gateway {
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
+	}
+	if v, ok := turn.ParseVerbosity(cfg.Verbosity); ok {
+		cfg.Verbosity = v
+	} else {
+		log.Warn("unknown [discord] verbosity; using normal", "verbosity", cfg.Verbosity)
+		cfg.Verbosity = v
 	}
 	transport := http.DefaultTransport.(*http.Transport).Clone()
 	transport.ResponseHeaderTimeout = requestTimeout
@@ -355,18 +366,10 @@ func (g *Gateway) checkAPIURL() error {
 	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
 		return fmt.Errorf("discord: invalid api_url %q: want an http(s) URL", g.cfg.APIURL)
 	}
-	if u.Scheme == "http" && !isLoopback(u.Hostname()) {
+	if u.Scheme == "http" && !loopback.Host(u.Hostname()) {
 		g.log.Warn("api_url is not HTTPS: the bot token crosses the network in clear text", "api_url", g.cfg.APIURL)
 	}
 	return nil
-}
-
-func isLoopback(host string) bool {
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 // startError turns a failed token check into an error that says what to fix.

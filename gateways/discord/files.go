@@ -15,8 +15,8 @@ import (
 
 	"github.com/bwmarrin/discordgo"
 
-	"github.com/latchd/latch/agent"
 	"github.com/latchd/latch/gateways"
+	"github.com/latchd/latch/turn"
 )
 
 // cdnHosts serve Discord's attachments.
@@ -27,7 +27,7 @@ var cdnHosts = []string{"cdn.discordapp.com", "media.discordapp.net"}
 // boosts). replyTo ("" for none) threads it. An upload that fails
 // transiently (Discord's 5xx, or no answer) is made again from the start,
 // up to answerTries times, as a message is (persist).
-func (g *Gateway) SendFile(ctx context.Context, chatID string, f agent.File, replyTo string) error {
+func (g *Gateway) SendFile(ctx context.Context, chatID string, f turn.File, replyTo string) error {
 	s, err := g.started()
 	if err != nil {
 		return err

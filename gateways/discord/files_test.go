@@ -7,16 +7,16 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/latchd/latch/agent"
 	"github.com/latchd/latch/gateways"
 	"github.com/latchd/latch/gateways/discord/discordtest"
+	"github.com/latchd/latch/turn"
 )
 
 func TestSendFile(t *testing.T) {
 	srv := newFake(t)
 	g, _ := started(t, srv)
 	in := srv.SendDM(alice, "send me the report")
-	if err := g.SendFile(testContext(t), in.ChannelID, agent.File{Name: "out/report.txt", Data: []byte("the report")}, in.ID); err != nil {
+	if err := g.SendFile(testContext(t), in.ChannelID, turn.File{Name: "out/report.txt", Data: []byte("the report")}, in.ID); err != nil {
 		t.Fatal(err)
 	}
 	sent := srv.SentTo(in.ChannelID)
@@ -35,19 +35,19 @@ func TestSendFileLimits(t *testing.T) {
 	g, _ := started(t, srv, func(c *Config) { c.MaxUpload = 100 })
 	ch := srv.DMChannel(alice)
 	ctx := testContext(t)
-	err := g.SendFile(ctx, ch, agent.File{Name: "big.bin", Data: make([]byte, 101)}, "")
+	err := g.SendFile(ctx, ch, turn.File{Name: "big.bin", Data: make([]byte, 101)}, "")
 	if !errors.Is(err, ErrFileTooLarge) || !strings.Contains(err.Error(), "over the 0.0 MB upload limit") {
 		t.Errorf("SendFile of 101 bytes = %v, want ErrFileTooLarge naming the limit", err)
 	}
 	if n := srv.Count(discordtest.RouteCreateMessage); n != 0 {
 		t.Errorf("%d uploads attempted, want none", n)
 	}
-	if err := g.SendFile(ctx, ch, agent.File{Name: "empty"}, ""); err == nil {
+	if err := g.SendFile(ctx, ch, turn.File{Name: "empty"}, ""); err == nil {
 		t.Error("SendFile of an empty file succeeded")
 	}
 	// Discord's own limit (a smaller one for the channel) says 413.
 	srv.SetMaxUpload(10)
-	if err := g.SendFile(ctx, ch, agent.File{Name: "mid.bin", Data: make([]byte, 50)}, ""); !errors.Is(err, ErrFileTooLarge) {
+	if err := g.SendFile(ctx, ch, turn.File{Name: "mid.bin", Data: make([]byte, 50)}, ""); !errors.Is(err, ErrFileTooLarge) {
 		t.Errorf("SendFile refused by Discord = %v, want ErrFileTooLarge", err)
 	}
 }
@@ -105,7 +105,7 @@ func TestSendFileRetries5xx(t *testing.T) {
 			ch := srv.DMChannel(u)
 			calls := srv.Count(discordtest.RouteCreateMessage)
 			srv.Inject(discordtest.RouteCreateMessage, c.faults...)
-			err := g.SendFile(testContext(t), ch, agent.File{Name: "report.txt", Data: data}, "")
+			err := g.SendFile(testContext(t), ch, turn.File{Name: "report.txt", Data: data}, "")
 			if (err != nil) != c.wantErr {
 				t.Fatalf("SendFile = %v, want error: %v", err, c.wantErr)
 			}

@@ -8,9 +8,9 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/latchd/latch/agent"
 	"github.com/latchd/latch/gateways"
 	"github.com/latchd/latch/gateways/discord/discordtest"
+	"github.com/latchd/latch/turn"
 )
 
 // randomMarkdown is text with what moves chunk boundaries: paragraphs,
@@ -106,7 +106,7 @@ func streamShows(text string) []string {
 
 // streamer feeds a turn an answer in small pieces.
 type streamer struct {
-	ev     agent.Events
+	ev     turn.Events
 	rs     []rune
 	at     int
 	deltas int

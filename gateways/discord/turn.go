@@ -10,8 +10,8 @@ import (
 
 	"github.com/bwmarrin/discordgo"
 
-	"github.com/latchd/latch/agent"
 	"github.com/latchd/latch/gateways/internal/turnrender"
+	"github.com/latchd/latch/turn"
 )
 
 // turnTiming paces a rendered turn. Tests shorten it. (Edits are paced
@@ -35,18 +35,14 @@ const (
 	maxOutcome = 64
 	// maxToolName bounds the tool's name in an approval request.
 	maxToolName = 64
-	// maxLineSummary bounds a tool line's summary.
-	maxLineSummary = 120
-	maxLineError   = 200
 )
 
-// Custom ids of the approval buttons: "<decision>:<approval id>", the form
-// the Hub parses.
-const (
-	dataApprove = "approve:"
-	dataAlways  = "always:"
-	dataDeny    = "deny:"
-)
+// buttonStyles colour the buttons by what they do.
+var buttonStyles = map[turn.Kind]discordgo.ButtonStyle{
+	turn.KindApprove: discordgo.SuccessButton,
+	turn.KindAlways:  discordgo.PrimaryButton,
+	turn.KindDeny:    discordgo.DangerButton,
+}
 
 // RenderTurn returns the Events of one agent turn in a channel. The answer
 // streams: its first text is sent at once as a reply to replyTo, then the
@@ -70,7 +66,7 @@ const (
 // final form (a turn that ended in an error or was stopped has no Final)
 // and waits for the goroutine. The goroutine also stops when ctx ends, and
 // after a minute without events while no tool runs.
-func (g *Gateway) RenderTurn(ctx context.Context, chatID, replyTo string) agent.Events {
+func (g *Gateway) RenderTurn(ctx context.Context, chatID, replyTo string) turn.Events {
 	if _, ok := snowflake(chatID); !ok {
 		g.log.Warn("turn for an invalid channel id; nothing will be shown", "channel_id", chatID)
 		return turnrender.Discard(errors.New("discord: invalid channel id " + chatID))
@@ -81,10 +77,11 @@ func (g *Gateway) RenderTurn(ctx context.Context, chatID, replyTo string) agent.
 		d.replyTo = replyTo
 	}
 	return turnrender.Start(ctx, d, turnrender.Options{
-		Typing:   g.timing.typing,
-		Idle:     g.timing.idle,
-		LineWait: d.editDue,
-		Log:      d.log,
+		Typing:    g.timing.typing,
+		Idle:      g.timing.idle,
+		LineWait:  d.editDue,
+		HideTools: g.cfg.Verbosity == turn.VerbosityQuiet,
+		Log:       d.log,
 	})
 }
 
@@ -101,7 +98,11 @@ var _ turnrender.Delivery[string] = (*delivery)(nil)
 
 func (d *delivery) NewAnswer() turnrender.Answer { return &answer{d: d} }
 
-func (d *delivery) ToolLine(c agent.ToolCall, r *agent.ToolResult) string { return toolLine(c, r) }
+// ToolLine escapes the tool's name and shows the summary and the error
+// as inline code.
+func (d *delivery) ToolLine(c turn.ToolCall, r *turn.ToolResult) string {
+	return turn.ToolLine(c, r, d.g.cfg.Verbosity, turn.LineStyle{Name: escapeMarkdown, Code: inlineCode})
+}
 
 func (d *delivery) SendLine(ctx context.Context, line string) (string, error) {
 	return d.post(ctx, newMessage(line))
@@ -113,18 +114,18 @@ func (d *delivery) EditLine(ctx context.Context, id, line string) error {
 
 // Approval sends the request with Approve / Always / Deny buttons; should
 // the id make a custom_id too long, the text commands stand in for them.
-func (d *delivery) Approval(ctx context.Context, a agent.Approval) error {
+func (d *delivery) Approval(ctx context.Context, a turn.Approval) error {
 	var commands string
-	if len(dataApprove+a.ID) > maxCustomID {
-		commands = fmt.Sprintf("\n/approve %s · /always %s · /deny %s", a.ID, a.ID, a.ID)
+	if !turn.PayloadsFit(turn.ApprovalButtons, a.ID, maxCustomID) {
+		commands = "\n" + turn.ApprovalCommands(a.ID)
 	}
 	m := newMessage(approvalText(a, commands))
 	if commands == "" {
-		m.Components = []discordgo.MessageComponent{discordgo.ActionsRow{Components: []discordgo.MessageComponent{
-			discordgo.Button{Label: "Approve", Style: discordgo.SuccessButton, CustomID: dataApprove + a.ID},
-			discordgo.Button{Label: "Always", Style: discordgo.PrimaryButton, CustomID: dataAlways + a.ID},
-			discordgo.Button{Label: "Deny", Style: discordgo.DangerButton, CustomID: dataDeny + a.ID},
-		}}}
+		var row []discordgo.MessageComponent
+		for _, b := range turn.ApprovalButtons {
+			row = append(row, discordgo.Button{Label: b.Label, Style: buttonStyles[b.Kind], CustomID: turn.Payload(b.Kind, a.ID)})
+		}
+		m.Components = []discordgo.MessageComponent{discordgo.ActionsRow{Components: row}}
 	}
 	// Reliably: an approval that never shows is denied at the timeout.
 	var id string
@@ -143,8 +144,8 @@ func (d *delivery) Approval(ctx context.Context, a agent.Approval) error {
 // clipped in the middle to what fits once escaped — escapeFences can make
 // a run of backticks two thirds longer — in one message with room left for
 // the outcome; a note under the block says how much is left out.
-func approvalText(a agent.Approval, commands string) string {
-	text := "🔐 Allow **" + escapeMarkdown(clipRunes(a.Tool, maxToolName)) + "**?"
+func approvalText(a turn.Approval, commands string) string {
+	text := "🔐 Allow **" + escapeMarkdown(turn.Clip(a.Tool, maxToolName)) + "**?"
 	detail := a.Detail
 	if detail == "" {
 		detail = a.Summary
@@ -166,14 +167,14 @@ func approvalText(a agent.Approval, commands string) string {
 	return text + open + shown + closing + leftOutNote(left) + commands
 }
 
-// clipEscaped returns the longest middle-clip of s (agent.ClipMiddle)
+// clipEscaped returns the longest middle-clip of s (turn.ClipMiddle)
 // that is at most room code points once escaped, escaped, and how many
 // code points of s it leaves out; "" and all of them if none fits.
 func clipEscaped(s string, room int) (shown string, left int) {
 	left = utf8.RuneCountInString(s)
 	for lo, hi := 0, room; lo <= hi; {
 		n := lo + (hi-lo)/2
-		clipped, l := agent.ClipMiddle(s, n)
+		clipped, l := turn.ClipMiddle(s, n)
 		if esc := escapeFences(clipped); utf8.RuneCountInString(esc) <= room {
 			shown, left, lo = esc, l, n+1
 		} else {
@@ -188,7 +189,7 @@ func leftOutNote(left int) string {
 }
 
 // File uploads a file.
-func (d *delivery) File(ctx context.Context, f agent.File) error {
+func (d *delivery) File(ctx context.Context, f turn.File) error {
 	return d.g.SendFile(ctx, d.chatID, f, d.replyTo)
 }
 

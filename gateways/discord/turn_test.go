@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/latchd/latch/agent"
 	"github.com/latchd/latch/gateways"
 	"github.com/latchd/latch/gateways/discord/discordtest"
+	"github.com/latchd/latch/turn"
 )
 
 func TestRenderTurn(t *testing.T) {
@@ -20,19 +20,19 @@ func TestRenderTurn(t *testing.T) {
 	end := ev.(interface{ End() })
 
 	ev.Text("Let me look.")
-	c1 := agent.ToolCall{ID: "c1", Name: "bash", Summary: "ls *.go"}
+	c1 := turn.ToolCall{ID: "c1", Name: "bash", Summary: "ls *.go"}
 	ev.ToolStarted(c1)
 	// The line shows the running call until the call ends. (Events that
 	// come faster than Discord is called coalesce: wait for it.)
 	if _, err := srv.WaitSent(testContext(t), func(s discordtest.Sent) bool { return s.Content == "⚙ bash: `ls *.go`" }); err != nil {
 		t.Fatal(err)
 	}
-	ev.ToolFinished(c1, agent.ToolResult{Duration: 1200 * time.Millisecond})
-	ev.ToolFinished(agent.ToolCall{ID: "c2", Name: "write_file", Summary: "x.txt"}, agent.ToolResult{Denied: true})
-	c3 := agent.ToolCall{ID: "c3", Name: "read_file", Summary: "nope"}
+	ev.ToolFinished(c1, turn.ToolResult{Duration: 1200 * time.Millisecond})
+	ev.ToolFinished(turn.ToolCall{ID: "c2", Name: "write_file", Summary: "x.txt"}, turn.ToolResult{Denied: true})
+	c3 := turn.ToolCall{ID: "c3", Name: "read_file", Summary: "nope"}
 	ev.ToolStarted(c3)
-	ev.ToolFinished(c3, agent.ToolResult{Err: errors.New("no such file\nmore detail"), Duration: 10 * time.Millisecond})
-	if err := ev.File(agent.File{Name: "report.txt", Data: []byte("42")}); err != nil {
+	ev.ToolFinished(c3, turn.ToolResult{Err: errors.New("no such file\nmore detail"), Duration: 10 * time.Millisecond})
+	if err := ev.File(turn.File{Name: "report.txt", Data: []byte("42")}); err != nil {
 		t.Fatal(err)
 	}
 	ev.Text("Done.")
@@ -187,5 +187,37 @@ func TestSendSaysWhenRefused(t *testing.T) {
 	srv.Inject(discordtest.RouteCreateMessage, discordtest.Fault{Status: 403, Code: 50007, Message: "Cannot send messages to this user"})
 	if _, err := g.Send(testContext(t), in.ChannelID, replyOf("hi")); !errors.Is(err, gateways.ErrRejected) {
 		t.Errorf("refused send: %v, want ErrRejected", err)
+	}
+}
+
+// TestRenderTurnVerbosity: [discord] verbosity works as Telegram's: quiet
+// shows no tool line, verbose the first lines of a failure.
+func TestRenderTurnVerbosity(t *testing.T) {
+	for _, tt := range []struct {
+		verbosity string
+		want      []string
+	}{
+		{turn.VerbosityQuiet, []string{"Done."}},
+		{turn.VerbosityVerbose, []string{"✗ read\\_file: `nope` · 0.0s\n`no such file\nmore detail`", "Done."}},
+	} {
+		t.Run(tt.verbosity, func(t *testing.T) {
+			srv := newFake(t)
+			g, _ := started(t, srv, func(c *Config) { c.Verbosity = tt.verbosity })
+			in := srv.SendDM(alice, "what is here?")
+			ev := g.RenderTurn(testContext(t), in.ChannelID, in.ID)
+			c := turn.ToolCall{ID: "c1", Name: "read_file", Summary: "nope"}
+			ev.ToolStarted(c)
+			ev.ToolFinished(c, turn.ToolResult{Err: errors.New("no such file\nmore detail"), Duration: 10 * time.Millisecond})
+			ev.Text("Done.")
+			ev.Final("Done.")
+			ev.(interface{ End() }).End()
+			var got []string
+			for _, s := range srv.SentTo(in.ChannelID) {
+				got = append(got, s.Text())
+			}
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("sent %q, want %q", got, tt.want)
+			}
+		})
 	}
 }

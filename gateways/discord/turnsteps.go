@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/latchd/latch/agent"
 	"github.com/latchd/latch/gateways"
 	"github.com/latchd/latch/gateways/internal/retry"
 	"github.com/latchd/latch/gateways/internal/turnrender"
@@ -235,26 +234,6 @@ func (a *answer) deleteStep(i int) turnrender.Step {
 			a.msgs = slices.Delete(a.msgs, i, i+1)
 		}
 	}
-}
-
-// toolLine is a tool call's line: "⚙ bash: `make test`" while it runs,
-// "✓ … · 1.2s" or "✗ … · denied" once it ended, a failure's first error
-// line under it.
-func toolLine(c agent.ToolCall, r *agent.ToolResult) string {
-	line := escapeMarkdown(c.Name)
-	if s := strings.Join(strings.Fields(c.Summary), " "); s != "" {
-		line += ": " + inlineCode(clipRunes(s, maxLineSummary))
-	}
-	switch {
-	case r == nil:
-		return "⚙ " + line
-	case r.Denied:
-		return "✗ " + line + " · denied"
-	case r.Err != nil:
-		first, _, _ := strings.Cut(r.Err.Error(), "\n")
-		return "✗ " + line + " · " + turnrender.Seconds(r.Duration) + "\n" + inlineCode(clipRunes(first, maxLineError))
-	}
-	return "✓ " + line + " · " + turnrender.Seconds(r.Duration)
 }
 
 // inlineCode shows s as code, so Markdown in a command does not render.

@@ -5,13 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"unicode/utf8"
 
 	tgbotapi "github.com/go-telegram-bot-api/telegram-bot-api/v5"
 
-	"github.com/latchd/latch/agent"
 	"github.com/latchd/latch/gateways"
 	"github.com/latchd/latch/gateways/telegram/tgmd"
+	"github.com/latchd/latch/turn"
 )
 
 const (
@@ -25,14 +24,6 @@ const (
 	// 3,800 UTF-16 units even if every character took two, inside one
 	// message's 4,096 with the rest of the request.
 	maxDetailRunes = 1900
-)
-
-// Callback data of the approval buttons: "<decision>:<approval id>", the
-// form the Hub parses.
-const (
-	dataApprove = "approve:"
-	dataAlways  = "always:"
-	dataDeny    = "deny:"
 )
 
 // msgKey identifies a message.
@@ -74,14 +65,14 @@ func (g *Gateway) approvalText(k msgKey) (string, bool) {
 // approvalMessage is an approval request: the tool and what it would do,
 // with Approve / Always / Deny buttons. Should the id make the payload too
 // long for a button, the text commands stand in for the buttons.
-func approvalMessage(chat int64, a agent.Approval) tgbotapi.MessageConfig {
+func approvalMessage(chat int64, a turn.Approval) tgbotapi.MessageConfig {
 	text := "🔐 Allow " + tgmd.Escape(a.Tool) + "?"
 	detail := a.Detail
 	if detail == "" {
 		detail = a.Summary
 	}
 	if detail != "" {
-		shown, left := agent.ClipMiddle(detail, maxDetailRunes)
+		shown, left := turn.ClipMiddle(detail, maxDetailRunes)
 		text += "\n<pre>" + tgmd.Escape(shown) + "</pre>"
 		if left > 0 {
 			text += "\n⚠️ " + tgmd.Escape(fmt.Sprintf("Too long to show whole: %d characters are left out above. Approving runs them too.", left))
@@ -90,23 +81,23 @@ func approvalMessage(chat int64, a agent.Approval) tgbotapi.MessageConfig {
 	cfg := tgbotapi.NewMessage(chat, "")
 	cfg.ParseMode = tgbotapi.ModeHTML
 	cfg.DisableWebPagePreview = true
-	if len(dataApprove+a.ID) > maxCallbackData {
-		cfg.Text = text + "\n\n" + tgmd.Escape(fmt.Sprintf("/approve %s · /always %s · /deny %s", a.ID, a.ID, a.ID))
+	if !turn.PayloadsFit(turn.ApprovalButtons, a.ID, maxCallbackData) {
+		cfg.Text = text + "\n\n" + tgmd.Escape(turn.ApprovalCommands(a.ID))
 		return cfg
 	}
 	cfg.Text = text
-	cfg.ReplyMarkup = tgbotapi.NewInlineKeyboardMarkup(tgbotapi.NewInlineKeyboardRow(
-		tgbotapi.NewInlineKeyboardButtonData("Approve", dataApprove+a.ID),
-		tgbotapi.NewInlineKeyboardButtonData("Always", dataAlways+a.ID),
-		tgbotapi.NewInlineKeyboardButtonData("Deny", dataDeny+a.ID),
-	))
+	var row []tgbotapi.InlineKeyboardButton
+	for _, b := range turn.ApprovalButtons {
+		row = append(row, tgbotapi.NewInlineKeyboardButtonData(b.Label, turn.Payload(b.Kind, a.ID)))
+	}
+	cfg.ReplyMarkup = tgbotapi.NewInlineKeyboardMarkup(row)
 	return cfg
 }
 
 // sendApproval posts an approval request (reliably: without it the call
 // waits for nothing and is denied at the approval timeout) and remembers
 // its text.
-func (g *Gateway) sendApproval(ctx context.Context, to target, a agent.Approval) error {
+func (g *Gateway) sendApproval(ctx context.Context, to target, a turn.Approval) error {
 	cfg := approvalMessage(to.chat, a)
 	m, err := g.messageOf(g.postReliably(ctx, to, sendCall(cfg, to.topic)))
 	if badMarkup(err) {
@@ -129,7 +120,7 @@ func (g *Gateway) sendApproval(ctx context.Context, to target, a agent.Approval)
 // text (it restarted since), only the buttons are removed.
 func (g *Gateway) AnswerCallback(ctx context.Context, chatID string, cb gateways.Callback, notice, resolved string) error {
 	var errs []error
-	answer := tgbotapi.NewCallback(cb.ID, clipRunes(notice, maxNotice))
+	answer := tgbotapi.NewCallback(cb.ID, turn.Clip(notice, maxNotice))
 	if _, err := g.request(ctx, answer); err != nil {
 		errs = append(errs, fmt.Errorf("telegram: answer callback: %w", err))
 	}
@@ -165,15 +156,6 @@ func (g *Gateway) resolve(ctx context.Context, to target, id int, resolved strin
 		return nil
 	}
 	return err
-}
-
-// clipRunes cuts s to at most n runes.
-func clipRunes(s string, n int) string {
-	if utf8.RuneCountInString(s) <= n {
-		return s
-	}
-	r := []rune(s)
-	return string(r[:n-1]) + "…"
 }
 
 // clipUnits cuts s to at most n UTF-16 units.

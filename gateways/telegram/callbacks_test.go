@@ -4,9 +4,9 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/latchd/latch/agent"
 	"github.com/latchd/latch/gateways"
 	"github.com/latchd/latch/gateways/telegram/telegramtest"
+	"github.com/latchd/latch/turn"
 )
 
 // pressApprove sends an approval request through a turn and presses its
@@ -14,7 +14,7 @@ import (
 func pressApprove(t *testing.T, srv *telegramtest.Server, g *Gateway) (telegramtest.Sent, gateways.Message) {
 	t.Helper()
 	ev := g.RenderTurn(testContext(t), "1111", question(srv))
-	ev.Approval(agent.Approval{ID: "k3x9p", Tool: "bash", Summary: "make test"})
+	ev.Approval(turn.Approval{ID: "k3x9p", Tool: "bash", Summary: "make test"})
 	ev.(ender).End()
 	req, err := srv.WaitSent(testContext(t), func(s telegramtest.Sent) bool { return s.Keyboard != nil })
 	if err != nil {

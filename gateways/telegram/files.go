@@ -13,8 +13,8 @@ import (
 
 	tgbotapi "github.com/go-telegram-bot-api/telegram-bot-api/v5"
 
-	"github.com/latchd/latch/agent"
 	"github.com/latchd/latch/gateways"
+	"github.com/latchd/latch/turn"
 )
 
 // Telegram's limits on what a bot uploads (the public Bot API).
@@ -34,7 +34,7 @@ var _ gateways.FileSender = (*Gateway)(nil)
 // 50 MB. replyTo ("" for none) threads it, in the forum topic of the
 // message it names (see topic.go). A photo Telegram cannot process is sent
 // again as a document.
-func (g *Gateway) SendFile(ctx context.Context, chatID string, f agent.File, replyTo string) error {
+func (g *Gateway) SendFile(ctx context.Context, chatID string, f turn.File, replyTo string) error {
 	chat, err := strconv.ParseInt(chatID, 10, 64)
 	if err != nil {
 		return fmt.Errorf("telegram: invalid chat id %q", chatID)
@@ -48,7 +48,7 @@ func (g *Gateway) SendFile(ctx context.Context, chatID string, f agent.File, rep
 
 // sendFile is SendFile to a target, replying to the message reply (0:
 // none).
-func (g *Gateway) sendFile(ctx context.Context, to target, f agent.File, reply int) error {
+func (g *Gateway) sendFile(ctx context.Context, to target, f turn.File, reply int) error {
 	name := filepath.Base(f.Name)
 	if name == "." || name == string(filepath.Separator) || name == "" {
 		name = "file"

@@ -11,9 +11,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/latchd/latch/agent"
 	"github.com/latchd/latch/gateways"
 	"github.com/latchd/latch/gateways/telegram/telegramtest"
+	"github.com/latchd/latch/turn"
 )
 
 // pngHeader is enough of a PNG for content sniffing, not for reading.
@@ -172,13 +172,13 @@ func TestSendFile(t *testing.T) {
 	png := pngOf(t, 640, 480)
 	tests := []struct {
 		name       string
-		file       agent.File
+		file       turn.File
 		wantMethod string
 	}{
-		{"document", agent.File{Name: "dir/notes.txt", Data: randomBytes(70 << 10)}, "sendDocument"},
-		{"photo", agent.File{Name: "chart.PNG", Data: png}, "sendPhoto"},
-		{"not really an image", agent.File{Name: "fake.jpg", Data: []byte("plain text")}, "sendDocument"},
-		{"image over 10 MB", agent.File{Name: "huge.png", Data: append(append([]byte{}, pngHeader...), make([]byte, 10<<20)...)}, "sendDocument"},
+		{"document", turn.File{Name: "dir/notes.txt", Data: randomBytes(70 << 10)}, "sendDocument"},
+		{"photo", turn.File{Name: "chart.PNG", Data: png}, "sendPhoto"},
+		{"not really an image", turn.File{Name: "fake.jpg", Data: []byte("plain text")}, "sendDocument"},
+		{"image over 10 MB", turn.File{Name: "huge.png", Data: append(append([]byte{}, pngHeader...), make([]byte, 10<<20)...)}, "sendDocument"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -210,11 +210,11 @@ func TestSendFileLimits(t *testing.T) {
 	srv := newFake(t)
 	srv.AddChat(telegramtest.Private(alice))
 	g, _ := started(t, srv)
-	err := g.SendFile(testContext(t), "1111", agent.File{Name: "big.iso", Data: make([]byte, 50<<20+1)}, "")
+	err := g.SendFile(testContext(t), "1111", turn.File{Name: "big.iso", Data: make([]byte, 50<<20+1)}, "")
 	if !errors.Is(err, ErrFileTooLarge) || !strings.Contains(err.Error(), "50 MB") {
 		t.Errorf("SendFile of 50 MB + 1 = %v, want ErrFileTooLarge naming the 50 MB limit", err)
 	}
-	if err := g.SendFile(testContext(t), "1111", agent.File{Name: "empty.txt"}, ""); err == nil {
+	if err := g.SendFile(testContext(t), "1111", turn.File{Name: "empty.txt"}, ""); err == nil {
 		t.Error("SendFile of an empty file succeeded")
 	}
 	if n := srv.Count("sendDocument") + srv.Count("sendPhoto"); n != 0 {
@@ -228,7 +228,7 @@ func TestSendFileWaitsOutRateLimit(t *testing.T) {
 	g, _ := started(t, srv)
 	srv.Inject("sendDocument", telegramtest.Fault{Status: 429, RetryAfter: 1})
 	data := randomBytes(1000)
-	if err := g.SendFile(testContext(t), "1111", agent.File{Name: "a.bin", Data: data}, ""); err != nil {
+	if err := g.SendFile(testContext(t), "1111", turn.File{Name: "a.bin", Data: data}, ""); err != nil {
 		t.Fatalf("SendFile after a 429: %v", err)
 	}
 	if sent := srv.Sent(); len(sent) != 1 || !bytes.Equal(sent[0].File.Data, data) {
@@ -242,11 +242,11 @@ func TestSendFileWaitsOutRateLimit(t *testing.T) {
 // up to maxReliableAttempts; Telegram's verdict on the request (a 4xx) is
 // not.
 func TestSendFileRetriesServerErrors(t *testing.T) {
-	doc := agent.File{Name: "report.bin", Data: randomBytes(5000)}
-	photo := agent.File{Name: "chart.png", Data: pngOf(t, 64, 48)}
+	doc := turn.File{Name: "report.bin", Data: randomBytes(5000)}
+	photo := turn.File{Name: "chart.png", Data: pngOf(t, 64, 48)}
 	tests := []struct {
 		name      string
-		file      agent.File
+		file      turn.File
 		method    string
 		fault     telegramtest.Fault
 		wantErr   bool
@@ -295,7 +295,7 @@ func TestSendFilePhotoRefusedAsDocument(t *testing.T) {
 			srv := newFake(t)
 			srv.AddChat(telegramtest.Private(alice))
 			g, _ := started(t, srv)
-			f := agent.File{Name: "panorama.png", Data: pngOf(t, size[0], size[1])}
+			f := turn.File{Name: "panorama.png", Data: pngOf(t, size[0], size[1])}
 			if err := g.SendFile(testContext(t), "1111", f, ""); err != nil {
 				t.Fatalf("SendFile: %v", err)
 			}

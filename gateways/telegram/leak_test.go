@@ -12,9 +12,9 @@ import (
 
 	tgbotapi "github.com/go-telegram-bot-api/telegram-bot-api/v5"
 
-	"github.com/latchd/latch/agent"
 	"github.com/latchd/latch/gateways"
 	"github.com/latchd/latch/gateways/telegram/telegramtest"
+	"github.com/latchd/latch/turn"
 )
 
 // TestTokenNeverLeaks drives the gateway through every failure it handles,
@@ -63,7 +63,7 @@ func TestTokenNeverLeaks(t *testing.T) {
 	collect(err)
 	collect(g.Download(ctx, gateways.Attachment{ID: "f"}, io.Discard, 10))
 	collect(g.fetchFile(ctx, "documents/f", io.Discard, 10, nil))
-	collect(g.SendFile(ctx, "1111", agent.File{Name: "a.txt", Data: []byte("a")}, ""))
+	collect(g.SendFile(ctx, "1111", turn.File{Name: "a.txt", Data: []byte("a")}, ""))
 	collect(g.AnswerCallback(ctx, "1111", gateways.Callback{ID: "1", MessageID: "1"}, "", "done"))
 	ev := g.RenderTurn(ctx, "1111", "")
 	ev.Text("x")

@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/latchd/latch/agent"
 	"github.com/latchd/latch/gateways/telegram/telegramtest"
 	"github.com/latchd/latch/gateways/telegram/tgmd"
+	"github.com/latchd/latch/turn"
 )
 
 // TestChatLimiterPacesGroups: a private chat keeps one post per second
@@ -47,12 +47,12 @@ func TestRenderTurnInGroupWithinLimits(t *testing.T) {
 
 	ev := g.RenderTurn(testContext(t), chat, strconv.Itoa(q.MessageID))
 	for i := range 16 {
-		call := agent.ToolCall{ID: strconv.Itoa(i), Name: "bash", Summary: "step " + strconv.Itoa(i)}
+		call := turn.ToolCall{ID: strconv.Itoa(i), Name: "bash", Summary: "step " + strconv.Itoa(i)}
 		ev.ToolStarted(call)
 		// Paces the producer (nothing is waited for): a tool runs about
 		// as long as its line waits to be posted, so both its lines post.
 		time.Sleep(180 * time.Millisecond)
-		ev.ToolFinished(call, agent.ToolResult{Duration: time.Second})
+		ev.ToolFinished(call, turn.ToolResult{Duration: time.Second})
 	}
 	md := longAnswer()
 	stream(ev, md, 5*time.Millisecond)

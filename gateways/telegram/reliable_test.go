@@ -15,9 +15,9 @@ import (
 
 	tgbotapi "github.com/go-telegram-bot-api/telegram-bot-api/v5"
 
-	"github.com/latchd/latch/agent"
 	"github.com/latchd/latch/gateways"
 	"github.com/latchd/latch/gateways/telegram/telegramtest"
+	"github.com/latchd/latch/turn"
 )
 
 // threeChunkAnswer is Markdown that renders to three messages.
@@ -216,7 +216,7 @@ func TestApprovalOutlastsTransientFailures(t *testing.T) {
 	g.chatEvery = time.Millisecond
 	ev := g.RenderTurn(testContext(t), "1111", question(srv))
 	srv.Inject("sendMessage", telegramtest.Fault{Status: 502, Body: "<html>bad gateway</html>"})
-	ev.Approval(agent.Approval{ID: "k3x9p", Tool: "bash", Summary: "make"})
+	ev.Approval(turn.Approval{ID: "k3x9p", Tool: "bash", Summary: "make"})
 	if _, err := srv.WaitSent(testContext(t), func(s telegramtest.Sent) bool { return s.Keyboard != nil }); err != nil {
 		t.Fatalf("the approval request never showed: %v", err)
 	}

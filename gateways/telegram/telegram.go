@@ -18,8 +18,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/latchd/latch/gateways/internal/loopback"
+	"github.com/latchd/latch/turn"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -104,12 +105,9 @@ type Config struct {
 
 // Verbosity levels ([telegram] verbosity).
 const (
-	// VerbosityQuiet shows only answers, approvals and files.
-	VerbosityQuiet = "quiet"
-	// VerbosityNormal adds one line per tool call.
-	VerbosityNormal = "normal"
-	// VerbosityVerbose also shows the first lines of a failed call's error.
-	VerbosityVerbose = "verbose"
+	VerbosityQuiet   = turn.VerbosityQuiet
+	VerbosityNormal  = turn.VerbosityNormal
+	VerbosityVerbose = turn.VerbosityVerbose
 )
 
 // Gateway is one Telegram bot. It implements gateways.Gateway and
@@ -180,13 +178,11 @@ func New(cfg Config, log *slog.Logger) *Gateway {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	switch cfg.Verbosity = strings.ToLower(strings.TrimSpace(cfg.Verbosity)); cfg.Verbosity {
-	case VerbosityQuiet, VerbosityNormal, VerbosityVerbose:
-	case "":
-		cfg.Verbosity = VerbosityNormal
-	default:
+	if v, ok := turn.ParseVerbosity(cfg.Verbosity); ok {
+		cfg.Verbosity = v
+	} else {
 		log.Warn("unknown [telegram] verbosity; using normal", "verbosity", cfg.Verbosity)
-		cfg.Verbosity = VerbosityNormal
+		cfg.Verbosity = v
 	}
 	transport := http.DefaultTransport.(*http.Transport).Clone()
 	return &Gateway{
@@ -324,19 +320,11 @@ func (g *Gateway) endpoint() (string, error) {
 	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
 		return "", fmt.Errorf("telegram: invalid api_url %q: want an http(s) URL", g.cfg.APIURL)
 	}
-	if u.Scheme == "http" && !isLoopback(u.Hostname()) {
+	if u.Scheme == "http" && !loopback.Host(u.Hostname()) {
 		g.log.Warn("api_url is not HTTPS: the bot token crosses the network in clear text", "api_url", g.cfg.APIURL)
 	}
 	// The library formats the endpoint with Sprintf: escape any % in the URL.
 	return strings.ReplaceAll(g.cfg.APIURL, "%", "%%") + "/bot%s/%s", nil
-}
-
-func isLoopback(host string) bool {
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 // client returns the HTTP client for calls made under ctx.

@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/latchd/latch/agent"
 	"github.com/latchd/latch/gateways"
 	"github.com/latchd/latch/gateways/telegram/telegramtest"
+	"github.com/latchd/latch/turn"
 )
 
 // The tests here pin that latch answers in the forum topic the owner wrote
@@ -130,11 +130,11 @@ func TestTurnStaysInTopic(t *testing.T) {
 	q := f.ask(t, f.topic, "question")
 	ev := f.g.RenderTurn(testContext(t), f.chat(), q.ID)
 	ev.Text("Let me look.")
-	call := agent.ToolCall{ID: "1", Name: "bash", Summary: "make"}
+	call := turn.ToolCall{ID: "1", Name: "bash", Summary: "make"}
 	ev.ToolStarted(call)
-	ev.ToolFinished(call, agent.ToolResult{Duration: time.Second})
-	ev.Approval(agent.Approval{ID: "k3x9p", Tool: "bash", Summary: "rm -rf build"})
-	if err := ev.File(agent.File{Name: "out.txt", Data: []byte("x")}); err != nil {
+	ev.ToolFinished(call, turn.ToolResult{Duration: time.Second})
+	ev.Approval(turn.Approval{ID: "k3x9p", Tool: "bash", Summary: "rm -rf build"})
+	if err := ev.File(turn.File{Name: "out.txt", Data: []byte("x")}); err != nil {
 		t.Errorf("File: %v", err)
 	}
 	md := longAnswer()
@@ -179,7 +179,7 @@ func TestSendFollowsTopic(t *testing.T) {
 	f.checkTopic(t, f.topic)
 
 	q2 := f.ask(t, f.other, "another")
-	if err := f.g.SendFile(testContext(t), f.chat(), agent.File{Name: "a.txt", Data: []byte("a")}, q2.ID); err != nil {
+	if err := f.g.SendFile(testContext(t), f.chat(), turn.File{Name: "a.txt", Data: []byte("a")}, q2.ID); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := f.g.Send(testContext(t), f.chat(), replyText("a notice")); err != nil {

@@ -9,9 +9,9 @@ import (
 
 	tgbotapi "github.com/go-telegram-bot-api/telegram-bot-api/v5"
 
-	"github.com/latchd/latch/agent"
 	"github.com/latchd/latch/gateways"
 	"github.com/latchd/latch/gateways/internal/turnrender"
+	"github.com/latchd/latch/turn"
 )
 
 // turnTiming paces a rendered turn. Tests shorten it.
@@ -53,7 +53,7 @@ var _ gateways.TurnRenderer = (*Gateway)(nil)
 // Hub should call End after every turn, above all after one that ended in
 // an error (Final never comes then): End shows what streamed so far in its
 // final form and waits for the goroutine.
-func (g *Gateway) RenderTurn(ctx context.Context, chatID, replyTo string) agent.Events {
+func (g *Gateway) RenderTurn(ctx context.Context, chatID, replyTo string) turn.Events {
 	chat, err := strconv.ParseInt(chatID, 10, 64)
 	if err != nil {
 		g.log.Warn("turn for an invalid chat id; nothing will be shown", "chat_id", chatID)
@@ -97,8 +97,8 @@ var _ turnrender.Delivery[int] = (*delivery)(nil)
 
 func (d *delivery) NewAnswer() turnrender.Answer { return &answer{d: d} }
 
-func (d *delivery) ToolLine(c agent.ToolCall, r *agent.ToolResult) string {
-	return toolLine(c, r, d.g.cfg.Verbosity)
+func (d *delivery) ToolLine(c turn.ToolCall, r *turn.ToolResult) string {
+	return turn.ToolLine(c, r, d.g.cfg.Verbosity, turn.LineStyle{})
 }
 
 func (d *delivery) SendLine(ctx context.Context, line string) (int, error) {
@@ -117,11 +117,11 @@ func (d *delivery) EditLine(ctx context.Context, id int, line string) error {
 }
 
 // Approval sends the request with Approve / Always / Deny buttons.
-func (d *delivery) Approval(ctx context.Context, a agent.Approval) error {
+func (d *delivery) Approval(ctx context.Context, a turn.Approval) error {
 	return d.g.sendApproval(ctx, d.to, a)
 }
 
-func (d *delivery) File(ctx context.Context, f agent.File) error {
+func (d *delivery) File(ctx context.Context, f turn.File) error {
 	return d.g.sendFile(ctx, d.to, f, d.replyTo)
 }
 

@@ -9,17 +9,17 @@ import (
 	"testing"
 	"time"
 
-	"github.com/latchd/latch/agent"
 	"github.com/latchd/latch/gateways/internal/turnrender"
 	"github.com/latchd/latch/gateways/telegram/telegramtest"
 	"github.com/latchd/latch/gateways/telegram/tgmd"
+	"github.com/latchd/latch/turn"
 )
 
 // ender is the optional end of a rendered turn.
 type ender interface{ End() }
 
 // turnActive reports whether a rendered turn's goroutine runs.
-func turnActive(ev agent.Events) bool { return ev.(*turnrender.Turn[int]).Active() }
+func turnActive(ev turn.Events) bool { return ev.(*turnrender.Turn[int]).Active() }
 
 // question delivers a message from alice and returns its id, for threading.
 func question(srv *telegramtest.Server) string {
@@ -44,7 +44,7 @@ func longAnswer() string {
 
 // stream feeds md to ev in ~20-byte deltas (split on rune boundaries)
 // arriving every few milliseconds, as a provider streams them.
-func stream(ev agent.Events, md string, every time.Duration) {
+func stream(ev turn.Events, md string, every time.Duration) {
 	tick := time.NewTicker(every)
 	defer tick.Stop()
 	for len(md) > 0 {
@@ -185,9 +185,9 @@ func TestRenderTurnFallsBackToPlainText(t *testing.T) {
 }
 
 func TestRenderTurnToolLines(t *testing.T) {
-	call := agent.ToolCall{ID: "c1", Name: "bash", Summary: "make test"}
-	failed := agent.ToolCall{ID: "c2", Name: "read", Summary: "missing.txt"}
-	denied := agent.ToolCall{ID: "c3", Name: "bash", Summary: "rm -rf /"}
+	call := turn.ToolCall{ID: "c1", Name: "bash", Summary: "make test"}
+	failed := turn.ToolCall{ID: "c2", Name: "read", Summary: "missing.txt"}
+	denied := turn.ToolCall{ID: "c3", Name: "bash", Summary: "rm -rf /"}
 	tests := []struct {
 		verbosity string
 		want      []string // final text of each message
@@ -206,10 +206,10 @@ func TestRenderTurnToolLines(t *testing.T) {
 			ev.Text("Let me ")
 			ev.Text("check.")
 			ev.ToolStarted(call)
-			ev.ToolFinished(call, agent.ToolResult{Duration: 1200 * time.Millisecond})
+			ev.ToolFinished(call, turn.ToolResult{Duration: 1200 * time.Millisecond})
 			ev.ToolStarted(failed)
-			ev.ToolFinished(failed, agent.ToolResult{Err: errors.New("open missing.txt: no such file\nsecond line")})
-			ev.ToolFinished(denied, agent.ToolResult{Denied: true, Err: errors.New("denied: the owner declined this call")})
+			ev.ToolFinished(failed, turn.ToolResult{Err: errors.New("open missing.txt: no such file\nsecond line")})
+			ev.ToolFinished(denied, turn.ToolResult{Denied: true, Err: errors.New("denied: the owner declined this call")})
 			ev.Text("Done.")
 			ev.Final("Done.")
 			var got []string
@@ -231,7 +231,7 @@ func TestRenderTurnToolLineIsEdited(t *testing.T) {
 	srv := newFake(t)
 	g, _ := started(t, srv)
 	ev := g.RenderTurn(testContext(t), "1111", question(srv))
-	call := agent.ToolCall{ID: "c1", Name: "bash", Summary: "make\ntest"}
+	call := turn.ToolCall{ID: "c1", Name: "bash", Summary: "make\ntest"}
 	ev.ToolStarted(call)
 	line, err := srv.WaitSent(testContext(t), func(s telegramtest.Sent) bool { return s.ChatID == 1111 })
 	if err != nil {
@@ -240,7 +240,7 @@ func TestRenderTurnToolLineIsEdited(t *testing.T) {
 	if line.Text != "⚙ bash: make ⏎ test" {
 		t.Errorf("running line = %q, want %q", line.Text, "⚙ bash: make ⏎ test")
 	}
-	ev.ToolFinished(call, agent.ToolResult{Duration: 65 * time.Second})
+	ev.ToolFinished(call, turn.ToolResult{Duration: 65 * time.Second})
 	ev.(ender).End()
 	sent := srv.SentTo(1111)
 	if len(sent) != 1 || len(sent[0].Edits) != 1 || sent[0].Edits[0].Text != "✓ bash: make ⏎ test · 1m05s" {
@@ -252,7 +252,7 @@ func TestRenderTurnApprovalKeyboard(t *testing.T) {
 	srv := newFake(t)
 	g, _ := started(t, srv)
 	ev := g.RenderTurn(testContext(t), "1111", question(srv))
-	ev.Approval(agent.Approval{ID: "k3x9p", Tool: "bash", Summary: "rm -rf <build> && echo \"done\""})
+	ev.Approval(turn.Approval{ID: "k3x9p", Tool: "bash", Summary: "rm -rf <build> && echo \"done\""})
 	m, err := srv.WaitSent(testContext(t), func(s telegramtest.Sent) bool { return s.Keyboard != nil })
 	if err != nil {
 		t.Fatal(err)
@@ -292,7 +292,7 @@ func TestRenderTurnEndShowsPartialAnswer(t *testing.T) {
 }
 
 func TestRenderTurnGoroutineStops(t *testing.T) {
-	isActive := func(ev agent.Events) func() bool {
+	isActive := func(ev turn.Events) func() bool {
 		return func() bool { return turnActive(ev) }
 	}
 	t.Run("idle", func(t *testing.T) {
@@ -323,7 +323,7 @@ func TestRenderTurnGoroutineStops(t *testing.T) {
 		g.timing.idle = 20 * time.Millisecond
 		srv.AddChat(telegramtest.Private(alice))
 		ev := g.RenderTurn(testContext(t), "1111", "")
-		ev.ToolStarted(agent.ToolCall{ID: "1", Name: "bash"})
+		ev.ToolStarted(turn.ToolCall{ID: "1", Name: "bash"})
 		waitFake(t, srv, "the tool line", func() bool { return len(srv.SentTo(1111)) == 1 })
 		deadline := time.Now().Add(200 * time.Millisecond)
 		for time.Now().Before(deadline) {
@@ -342,7 +342,7 @@ func TestRenderTurnInvalidChat(t *testing.T) {
 	ev := g.RenderTurn(testContext(t), "not-a-chat", "")
 	ev.Text("x")
 	ev.Final("x")
-	if err := ev.File(agent.File{Name: "a.txt", Data: []byte("a")}); err == nil {
+	if err := ev.File(turn.File{Name: "a.txt", Data: []byte("a")}); err == nil {
 		t.Error("File in an invalid chat succeeded")
 	}
 	if n := len(srv.Sent()); n != 0 {
@@ -354,12 +354,12 @@ func TestRenderTurnFileAfterItsToolLine(t *testing.T) {
 	srv := newFake(t)
 	g, _ := started(t, srv)
 	ev := g.RenderTurn(testContext(t), "1111", question(srv))
-	call := agent.ToolCall{ID: "1", Name: "send_file", Summary: "out.txt"}
+	call := turn.ToolCall{ID: "1", Name: "send_file", Summary: "out.txt"}
 	ev.ToolStarted(call)
-	if err := ev.File(agent.File{Name: "out.txt", Data: []byte("hello")}); err != nil {
+	if err := ev.File(turn.File{Name: "out.txt", Data: []byte("hello")}); err != nil {
 		t.Fatal(err)
 	}
-	ev.ToolFinished(call, agent.ToolResult{})
+	ev.ToolFinished(call, turn.ToolResult{})
 	ev.Final("Sent.")
 	sent := srv.SentTo(1111)
 	var methods []string
@@ -376,10 +376,10 @@ func TestRenderTurnIdleWhileAwaitingApproval(t *testing.T) {
 	g, _ := started(t, srv)
 	g.timing.idle = 30 * time.Millisecond
 	ev := g.RenderTurn(testContext(t), "1111", question(srv))
-	ev.Approval(agent.Approval{ID: "a1", Tool: "bash"})
+	ev.Approval(turn.Approval{ID: "a1", Tool: "bash"})
 	eventually(t, "the goroutine to stop while the approval waits", func() bool { return !turnActive(ev) })
 	typing := srv.Count("sendChatAction")
-	ev.ToolStarted(agent.ToolCall{ID: "1", Name: "bash"})
+	ev.ToolStarted(turn.ToolCall{ID: "1", Name: "bash"})
 	waitFake(t, srv, "typing again after the answer", func() bool { return srv.Count("sendChatAction") > typing })
 	ev.(ender).End()
 }
@@ -397,7 +397,7 @@ func TestApprovalShowsEveryLine(t *testing.T) {
 		{long, "characters are left out above. Approving runs them too."},
 	} {
 		ev := g.RenderTurn(testContext(t), "1111", question(srv))
-		ev.Approval(agent.Approval{ID: "k3x9p", Tool: "bash", Summary: "clipped", Detail: c.detail})
+		ev.Approval(turn.Approval{ID: "k3x9p", Tool: "bash", Summary: "clipped", Detail: c.detail})
 		m, err := srv.WaitSent(testContext(t), func(s telegramtest.Sent) bool {
 			return s.Keyboard != nil && strings.Contains(s.Text, c.want)
 		})

@@ -7,6 +7,7 @@ import (
 	"crypto/subtle"
 	"errors"
 	"fmt"
+	"github.com/latchd/latch/gateways/internal/loopback"
 	"io"
 	"log/slog"
 	"mime"
@@ -135,7 +136,7 @@ func webhookPath(raw string) (string, error) {
 	switch {
 	case err != nil || u.Host == "":
 		return "", errors.New("telegram: webhook_url is not an absolute URL")
-	case u.Scheme != "https" && !(u.Scheme == "http" && isLoopback(u.Hostname())):
+	case u.Scheme != "https" && !(u.Scheme == "http" && loopback.Host(u.Hostname())):
 		return "", errors.New("telegram: webhook_url must be an https:// URL")
 	case u.User != nil || u.RawQuery != "" || u.Fragment != "":
 		return "", errors.New("telegram: webhook_url must not have user info, a query or a fragment")

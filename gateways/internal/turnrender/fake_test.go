@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/latchd/latch/agent"
 	"github.com/latchd/latch/gateways/internal/adaptertest"
+	"github.com/latchd/latch/turn"
 )
 
 // fakeChat is a Delivery in memory: the messages a chat shows, by id, and
@@ -84,14 +84,14 @@ func (c *fakeChat) delete(ctx context.Context, id int) error {
 
 func (c *fakeChat) NewAnswer() Answer { return &fakeAnswer{c: c} }
 
-func (c *fakeChat) ToolLine(call agent.ToolCall, r *agent.ToolResult) string {
+func (c *fakeChat) ToolLine(call turn.ToolCall, r *turn.ToolResult) string {
 	switch {
 	case r == nil:
 		return "⚙ " + call.Name
 	case r.Denied:
 		return "✗ " + call.Name + " · denied"
 	}
-	return "✓ " + call.Name + " · " + Seconds(r.Duration)
+	return "✓ " + call.Name + " · " + turn.Seconds(r.Duration)
 }
 
 func (c *fakeChat) SendLine(ctx context.Context, line string) (int, error) { return c.send(ctx, line) }
@@ -100,12 +100,12 @@ func (c *fakeChat) EditLine(ctx context.Context, id int, line string) error {
 	return c.edit(ctx, id, line)
 }
 
-func (c *fakeChat) Approval(ctx context.Context, a agent.Approval) error {
+func (c *fakeChat) Approval(ctx context.Context, a turn.Approval) error {
 	_, err := c.send(ctx, "approve? "+a.ID)
 	return err
 }
 
-func (c *fakeChat) File(ctx context.Context, f agent.File) error {
+func (c *fakeChat) File(ctx context.Context, f turn.File) error {
 	_, err := c.send(ctx, "file "+f.Name)
 	return err
 }

@@ -20,7 +20,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/latchd/latch/agent"
+	"github.com/latchd/latch/turn"
 )
 
 // Delivery is what a chat adapter does for a rendered turn; M identifies a
@@ -33,16 +33,16 @@ type Delivery[M any] interface {
 	// NewAnswer starts the adapter's view of one answer (a step's text).
 	NewAnswer() Answer
 	// ToolLine is the text of a tool call's line; r is nil while it runs.
-	ToolLine(c agent.ToolCall, r *agent.ToolResult) string
+	ToolLine(c turn.ToolCall, r *turn.ToolResult) string
 	// SendLine sends a tool line as a new message.
 	SendLine(ctx context.Context, line string) (M, error)
 	// EditLine changes a tool line's message (an edit that changes nothing
 	// is not an error).
 	EditLine(ctx context.Context, id M, line string) error
 	// Approval sends an approval request with its buttons.
-	Approval(ctx context.Context, a agent.Approval) error
+	Approval(ctx context.Context, a turn.Approval) error
 	// File sends a file.
-	File(ctx context.Context, f agent.File) error
+	File(ctx context.Context, f turn.File) error
 	// Typing shows "typing…" once.
 	Typing(ctx context.Context)
 }
@@ -90,10 +90,10 @@ type Options struct {
 	Log *slog.Logger
 }
 
-// Events is what a renderer returns: agent.Events and End, which the Hub
+// Events is what a renderer returns: turn.Events and End, which the Hub
 // calls after every turn.
 type Events interface {
-	agent.Events
+	turn.Events
 	End()
 }
 
@@ -113,13 +113,13 @@ type item[M any] struct {
 	frozen bool   // complete
 	answer Answer
 	// tool lines
-	call     agent.ToolCall
-	result   *agent.ToolResult
+	call     turn.ToolCall
+	result   *turn.ToolResult
 	lineID   M
 	lineSent bool   // lineID is set
 	line     string // what lineID shows
 	// approvals
-	approval agent.Approval
+	approval turn.Approval
 
 	done bool // tool lines and approvals: shown in final form, or given up
 }
@@ -231,7 +231,7 @@ func (t *Turn[M]) Text(delta string) {
 }
 
 // ToolStarted shows a line for the call (unless tool lines are hidden).
-func (t *Turn[M]) ToolStarted(c agent.ToolCall) {
+func (t *Turn[M]) ToolStarted(c turn.ToolCall) {
 	t.event(func() {
 		t.freezeLocked()
 		t.awaiting = false
@@ -248,7 +248,7 @@ func (t *Turn[M]) ToolStarted(c agent.ToolCall) {
 
 // ToolFinished brings the call's line up to date with its result. A call
 // that never started (denied) gets a line of its own.
-func (t *Turn[M]) ToolFinished(c agent.ToolCall, r agent.ToolResult) {
+func (t *Turn[M]) ToolFinished(c turn.ToolCall, r turn.ToolResult) {
 	t.event(func() {
 		t.freezeLocked()
 		t.awaiting = false
@@ -267,7 +267,7 @@ func (t *Turn[M]) ToolFinished(c agent.ToolCall, r agent.ToolResult) {
 }
 
 // Approval shows the request; typing pauses until the next event.
-func (t *Turn[M]) Approval(a agent.Approval) {
+func (t *Turn[M]) Approval(a turn.Approval) {
 	t.event(func() {
 		t.freezeLocked()
 		t.awaiting = true
@@ -276,7 +276,7 @@ func (t *Turn[M]) Approval(a agent.Approval) {
 }
 
 // File sends a file once everything before it is shown.
-func (t *Turn[M]) File(f agent.File) error {
+func (t *Turn[M]) File(f turn.File) error {
 	t.event(t.freezeLocked)
 	t.settle()
 	return t.d.File(t.ctx, f)
@@ -370,10 +370,10 @@ func Discard(err error) Events { return discard{err} }
 
 type discard struct{ err error }
 
-func (discard) Text(string)                                   {}
-func (discard) ToolStarted(agent.ToolCall)                    {}
-func (discard) ToolFinished(agent.ToolCall, agent.ToolResult) {}
-func (discard) Approval(agent.Approval)                       {}
-func (d discard) File(agent.File) error                       { return d.err }
-func (discard) Final(string)                                  {}
-func (discard) End()                                          {}
+func (discard) Text(string)                                 {}
+func (discard) ToolStarted(turn.ToolCall)                   {}
+func (discard) ToolFinished(turn.ToolCall, turn.ToolResult) {}
+func (discard) Approval(turn.Approval)                      {}
+func (d discard) File(turn.File) error                      { return d.err }
+func (discard) Final(string)                                {}
+func (discard) End()                                        {}

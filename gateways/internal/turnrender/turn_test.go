@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/latchd/latch/agent"
 	"github.com/latchd/latch/gateways/internal/adaptertest"
+	"github.com/latchd/latch/turn"
 )
 
 // TestTextCoalesces: deltas that arrive while a call is under way go out
@@ -44,13 +44,13 @@ func TestTextCoalesces(t *testing.T) {
 func TestFreezeOnToolEvents(t *testing.T) {
 	chat := newFakeChat(1000)
 	tr := testTurn(t, adaptertest.Context(t), chat, Options{})
-	call := agent.ToolCall{ID: "c1", Name: "bash"}
+	call := turn.ToolCall{ID: "c1", Name: "bash"}
 	tr.Text("Let me ")
 	tr.Text("check.")
 	tr.ToolStarted(call)
-	tr.ToolFinished(call, agent.ToolResult{Duration: 1200 * time.Millisecond})
-	tr.ToolFinished(agent.ToolCall{ID: "c2", Name: "rm"}, agent.ToolResult{Denied: true})
-	tr.Approval(agent.Approval{ID: "a1"})
+	tr.ToolFinished(call, turn.ToolResult{Duration: 1200 * time.Millisecond})
+	tr.ToolFinished(turn.ToolCall{ID: "c2", Name: "rm"}, turn.ToolResult{Denied: true})
+	tr.Approval(turn.Approval{ID: "a1"})
 	tr.Text("Done")
 	tr.Final("Done.")
 
@@ -169,7 +169,7 @@ func TestIdleStopAndRestart(t *testing.T) {
 	tr := testTurn(t, adaptertest.Context(t), chat, Options{Idle: 20 * time.Millisecond})
 	adaptertest.Eventually(t, "the idle goroutine to stop", func() bool { return !tr.Active() })
 	noTurnGoroutine(t)
-	tr.ToolStarted(agent.ToolCall{ID: "1", Name: "bash"})
+	tr.ToolStarted(turn.ToolCall{ID: "1", Name: "bash"})
 	if !tr.Active() {
 		t.Fatal("an event after the idle stop did not start the goroutine")
 	}
@@ -192,10 +192,10 @@ func TestFileWaitsForWhatCameBefore(t *testing.T) {
 	chat := newFakeChat(100)
 	chat.hold = make(chan struct{})
 	tr := testTurn(t, adaptertest.Context(t), chat, Options{})
-	call := agent.ToolCall{ID: "1", Name: "send_file"}
+	call := turn.ToolCall{ID: "1", Name: "send_file"}
 	tr.ToolStarted(call)
 	errc := make(chan error, 1)
-	go func() { errc <- tr.File(agent.File{Name: "out.txt"}) }()
+	go func() { errc <- tr.File(turn.File{Name: "out.txt"}) }()
 	select {
 	case err := <-errc:
 		t.Fatalf("File returned (%v) before the tool line was shown", err)
@@ -205,7 +205,7 @@ func TestFileWaitsForWhatCameBefore(t *testing.T) {
 	if err := <-errc; err != nil {
 		t.Fatal(err)
 	}
-	tr.ToolFinished(call, agent.ToolResult{})
+	tr.ToolFinished(call, turn.ToolResult{})
 	tr.Final("Sent.")
 	want := []string{"send ⚙ send_file", "send file out.txt", "edit 1 ✓ send_file · 0.0s", "send Sent."}
 	if got := chat.made(); !slices.Equal(got, want) {
@@ -218,12 +218,12 @@ func TestFileWaitsForWhatCameBefore(t *testing.T) {
 func TestHideTools(t *testing.T) {
 	chat := newFakeChat(100)
 	tr := testTurn(t, adaptertest.Context(t), chat, Options{HideTools: true})
-	call := agent.ToolCall{ID: "1", Name: "bash"}
+	call := turn.ToolCall{ID: "1", Name: "bash"}
 	tr.Text("Let me check.")
 	tr.ToolStarted(call)
-	tr.ToolFinished(call, agent.ToolResult{})
-	tr.ToolFinished(agent.ToolCall{ID: "2", Name: "rm"}, agent.ToolResult{Denied: true})
-	tr.Approval(agent.Approval{ID: "a1"})
+	tr.ToolFinished(call, turn.ToolResult{})
+	tr.ToolFinished(turn.ToolCall{ID: "2", Name: "rm"}, turn.ToolResult{Denied: true})
+	tr.Approval(turn.Approval{ID: "a1"})
 	tr.Final("Done.")
 	if got, want := chat.shown(), []string{"Let me check.", "approve? a1", "Done."}; !slices.Equal(got, want) {
 		t.Errorf("the chat shows %q, want %q", got, want)
@@ -236,9 +236,9 @@ func TestHideTools(t *testing.T) {
 func TestHiddenToolEnds(t *testing.T) {
 	chat := newFakeChat(100)
 	tr := testTurn(t, adaptertest.Context(t), chat, Options{HideTools: true, Idle: 20 * time.Millisecond})
-	call := agent.ToolCall{ID: "1", Name: "bash"}
+	call := turn.ToolCall{ID: "1", Name: "bash"}
 	tr.ToolStarted(call)
-	tr.ToolFinished(call, agent.ToolResult{})
+	tr.ToolFinished(call, turn.ToolResult{})
 	adaptertest.Eventually(t, "the idle goroutine to stop after a hidden tool", func() bool { return !tr.Active() })
 	noTurnGoroutine(t)
 	tr.End()
@@ -258,10 +258,10 @@ func TestLineWait(t *testing.T) {
 		return max(time.Until(sentAt.Add(pace)), 0)
 	}
 	tr := testTurn(t, adaptertest.Context(t), chat, Options{LineWait: lineWait})
-	call := agent.ToolCall{ID: "1", Name: "bash"}
+	call := turn.ToolCall{ID: "1", Name: "bash"}
 	tr.ToolStarted(call)
 	chat.wait(t, "the tool line", func() bool { return len(chat.shown()) == 1 })
-	tr.ToolFinished(call, agent.ToolResult{})
+	tr.ToolFinished(call, turn.ToolResult{})
 	chat.wait(t, "the edit", func() bool { return chat.count("edit") == 1 })
 	chat.mu.Lock()
 	waited := time.Since(sentAt)
@@ -290,7 +290,7 @@ func TestTypingPausesForApproval(t *testing.T) {
 		return n
 	}
 	adaptertest.Eventually(t, "typing to be renewed", func() bool { return typed() >= 3 })
-	tr.Approval(agent.Approval{ID: "a1"})
+	tr.Approval(turn.Approval{ID: "a1"})
 	chat.wait(t, "the approval", func() bool { return len(chat.shown()) == 1 })
 	before := typed()
 	time.Sleep(50 * time.Millisecond) // observing a window of ten renewals, not waiting for an event
@@ -308,25 +308,13 @@ func TestDiscard(t *testing.T) {
 	errInvalid := errors.New("invalid chat")
 	ev := Discard(errInvalid)
 	ev.Text("x")
-	ev.ToolStarted(agent.ToolCall{ID: "1"})
-	ev.ToolFinished(agent.ToolCall{ID: "1"}, agent.ToolResult{})
-	ev.Approval(agent.Approval{ID: "a"})
+	ev.ToolStarted(turn.ToolCall{ID: "1"})
+	ev.ToolFinished(turn.ToolCall{ID: "1"}, turn.ToolResult{})
+	ev.Approval(turn.Approval{ID: "a"})
 	ev.Final("x")
 	ev.End()
-	if err := ev.File(agent.File{Name: "a"}); !errors.Is(err, errInvalid) {
+	if err := ev.File(turn.File{Name: "a"}); !errors.Is(err, errInvalid) {
 		t.Errorf("File = %v, want %v", err, errInvalid)
 	}
 	noTurnGoroutine(t)
-}
-
-func TestSeconds(t *testing.T) {
-	for d, want := range map[time.Duration]string{
-		400 * time.Millisecond:   "0.4s",
-		12300 * time.Millisecond: "12.3s",
-		125 * time.Second:        "2m05s",
-	} {
-		if got := Seconds(d); got != want {
-			t.Errorf("Seconds(%v) = %q, want %q", d, got, want)
-		}
-	}
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/latchd/latch/gateways/internal/loopback"
 	"io"
 	"net"
 	"net/http"
@@ -166,7 +167,7 @@ func checkWebhookURL(raw string) *apiError {
 	if err != nil || u.Host == "" {
 		return badRequest("bad webhook: Failed to resolve host: Name or service not known")
 	}
-	if isLoopback(u.Hostname()) && (u.Scheme == "http" || u.Scheme == "https") {
+	if loopback.Host(u.Hostname()) && (u.Scheme == "http" || u.Scheme == "https") {
 		return nil
 	}
 	if u.Scheme != "https" {
@@ -191,14 +192,6 @@ func checkSecretToken(s string) *apiError {
 		}
 	}
 	return nil
-}
-
-func isLoopback(host string) bool {
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 func (s *Server) deleteWebhook(_ context.Context, p params) (any, *apiError) {

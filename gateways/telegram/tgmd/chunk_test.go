@@ -2,6 +2,7 @@ package tgmd
 
 import (
 	"fmt"
+	"github.com/latchd/latch/gateways/internal/markdown"
 	"strings"
 	"testing"
 
@@ -17,7 +18,7 @@ func checkChunks(t *testing.T, src string, limit int, chunks []string) {
 	if err != nil {
 		t.Fatalf("the input itself is not valid Telegram HTML: %v\n%s", err, src)
 	}
-	eff := min(max(limit, minLimit), MaxUnits)
+	eff := min(max(limit, markdown.MinLimit), MaxUnits)
 	var joined strings.Builder
 	for i, c := range chunks {
 		if n := utf16Len(c); n > eff {

@@ -3,6 +3,7 @@ package tgmd
 import (
 	"bytes"
 	"fmt"
+	"github.com/latchd/latch/gateways/internal/markdown"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -185,7 +186,7 @@ func knownDifference(src string, ours, up ast.Node, upSrc []byte) string {
 			}
 			for i := 1; i < n.Lines().Len() && entering && ourTables > upTables; i++ {
 				seg := n.Lines().At(i)
-				if v := seg.Value(upSrc); delimiterRow(v) != nil || isBareDashes(string(v)) {
+				if v := seg.Value(upSrc); markdown.DelimiterRow(v) != nil || isBareDashes(string(v)) {
 					reason = diffLaterTable
 				}
 			}
@@ -335,7 +336,7 @@ func TestGFMMatchesUpstream(t *testing.T) {
 			if _, _, err := telegramtest.ParseHTML(got); err != nil {
 				t.Errorf("Telegram would reject %q: %v", got, err)
 			}
-			ours, src := parse(markdown, tc.md)
+			ours, src := parse(gfmParser, tc.md)
 			up, upSrc := parse(upstream, tc.md)
 			o, u := outline(ours, src), outline(up, upSrc)
 			if tc.diff == "" {
@@ -379,7 +380,7 @@ func FuzzGFMMatchesUpstream(f *testing.F) {
 		if _, _, err := telegramtest.ParseHTML(got); err != nil {
 			t.Fatalf("Telegram would reject %q: %v", got, err)
 		}
-		ours, src := parse(markdown, md)
+		ours, src := parse(gfmParser, md)
 		up, upSrc := parse(upstream, md)
 		o, u := outline(ours, src), outline(up, upSrc)
 		if o == u {

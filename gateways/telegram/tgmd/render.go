@@ -11,10 +11,10 @@ package tgmd
 import (
 	"bufio"
 	"bytes"
+	"github.com/latchd/latch/gateways/internal/markdown"
 	"html"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/yuin/goldmark"
 	"github.com/yuin/goldmark/ast"
@@ -41,18 +41,17 @@ const (
 // (javascript:, data:, file:, relative paths) is rendered as text.
 var allowedSchemes = []string{"http://", "https://", "tg://", "mailto:"}
 
-var markdown = goldmark.New(goldmark.WithExtensions(gfm{}))
+var gfmParser = markdown.New()
 
 // Render converts Markdown to Telegram HTML: b, i, s, code, pre (with
 // <code class="language-x">), a href and blockquote, everything else
 // escaped. Lists become "• " or "1. " lines, headings bold lines and tables
 // preformatted text. The result is not cut to any length; see Chunk.
-func Render(src string) string { return render(markdown, src) }
+func Render(src string) string { return render(gfmParser, src) }
 
 // render is Render with md's parser; tests pass goldmark's own extensions.
 func render(md goldmark.Markdown, src string) string {
-	source := []byte(strings.ToValidUTF8(src, "\uFFFD"))
-	doc := md.Parser().Parse(text.NewReader(source))
+	doc, source := markdown.Parse(md, src)
 	r := &renderer{src: source, open: map[string]int{}}
 	r.blockChildren(doc, "\n\n")
 	return strings.TrimRightFunc(r.b.String(), isSpace)
@@ -246,19 +245,7 @@ func (r *renderer) list(n *ast.List) {
 
 // table renders a GFM table as aligned preformatted text.
 func (r *renderer) table(n *extast.Table) {
-	var rows [][]string
-	var aligns []extast.Alignment
-	for row := n.FirstChild(); row != nil; row = row.NextSibling() {
-		var cells []string
-		for cell := row.FirstChild(); cell != nil; cell = cell.NextSibling() {
-			cells = append(cells, plainInline(cell, r.src))
-			if c, ok := cell.(*extast.TableCell); ok && len(rows) == 0 {
-				aligns = append(aligns, c.Alignment)
-			}
-		}
-		rows = append(rows, cells)
-	}
-	lines := tableLines(rows, aligns)
+	lines := markdown.TableLines(markdown.TableRows(n, func(cell ast.Node) string { return plainInline(cell, r.src) }))
 	if r.in("blockquote") || r.in("pre") {
 		for i, l := range lines {
 			if i > 0 {
@@ -272,43 +259,6 @@ func (r *renderer) table(n *extast.Table) {
 	r.openTag("pre", "<pre>")
 	r.str(strings.Join(lines, "\n"))
 	r.closeTag("pre", true)
-}
-
-func tableLines(rows [][]string, aligns []extast.Alignment) []string {
-	var widths []int
-	for _, row := range rows {
-		for i, c := range row {
-			if i >= len(widths) {
-				widths = append(widths, 0)
-			}
-			widths[i] = max(widths[i], utf8.RuneCountInString(c))
-		}
-	}
-	var out []string
-	for ri, row := range rows {
-		cells := make([]string, len(widths))
-		for i := range widths {
-			c := ""
-			if i < len(row) {
-				c = row[i]
-			}
-			pad := strings.Repeat(" ", widths[i]-utf8.RuneCountInString(c))
-			if i < len(aligns) && aligns[i] == extast.AlignRight {
-				cells[i] = pad + c
-			} else {
-				cells[i] = c + pad
-			}
-		}
-		out = append(out, strings.TrimRight(strings.Join(cells, " | "), " "))
-		if ri == 0 && len(rows) > 1 {
-			dashes := make([]string, len(widths))
-			for i, w := range widths {
-				dashes[i] = strings.Repeat("-", max(w, 1))
-			}
-			out = append(out, strings.Join(dashes, "-+-"))
-		}
-	}
-	return out
 }
 
 // inlines renders n's inline children.

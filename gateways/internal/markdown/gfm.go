@@ -1,4 +1,4 @@
-package tgmd
+package markdown
 
 // GitHub Flavored Markdown tables and strikethrough
 // (https://github.github.com/gfm/, "Tables (extension)" and "Strikethrough
@@ -21,11 +21,13 @@ import (
 	"github.com/yuin/goldmark/util"
 )
 
-// gfm is a goldmark.Extender adding tables and strikethrough to the parser.
-// Rendering is left to render.go, so no HTML renderers are registered.
-type gfm struct{}
+// GFM is a goldmark.Extender adding tables and strikethrough to the parser.
+// Rendering is left to each platform's renderer, so no HTML renderers are
+// registered.
+type GFM struct{}
 
-func (gfm) Extend(m goldmark.Markdown) {
+// Extend adds GFM's parsers to m.
+func (GFM) Extend(m goldmark.Markdown) {
 	// A key per parser: it carries the cells whose code spans hold an
 	// escaped pipe from the table transformer to pipeUnescaper.
 	key := parser.NewContextKey()
@@ -86,7 +88,7 @@ func (t tableTransformer) Transform(p *ast.Paragraph, reader text.Reader, pc par
 	lines := p.Lines()
 	for i := 1; i < lines.Len(); i++ {
 		line := lines.At(i)
-		aligns := delimiterRow(line.Value(src))
+		aligns := DelimiterRow(line.Value(src))
 		if aligns == nil {
 			continue
 		}
@@ -187,9 +189,9 @@ func cellSegment(src []byte, start, stop int) text.Segment {
 	return seg.TrimRightSpace(src)
 }
 
-// delimiterRow returns the column alignments a table's delimiter row sets
+// DelimiterRow returns the column alignments a table's delimiter row sets
 // (| :-- | :-: | --: | --- |), or nil if line is not one.
-func delimiterRow(line []byte) []extast.Alignment {
+func DelimiterRow(line []byte) []extast.Alignment {
 	if w, _ := util.IndentWidth(line, 0); w > 3 {
 		// Indented code, were it not continuing a paragraph.
 		return nil

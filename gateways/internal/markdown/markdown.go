@@ -1,0 +1,84 @@
+// Package markdown is the platform-neutral half of showing the Markdown a
+// language model writes in a chat: parsing it (goldmark, with GitHub's
+// tables and strikethrough built here, not goldmark/extension), laying out
+// a table as aligned plain-text lines, and cutting rendered HTML into
+// messages by the platform's own length measure without breaking its
+// markup. A platform's renderer (gateways/telegram/tgmd for Telegram's
+// HTML) walks the tree Parse gives and writes only what the platform shows.
+package markdown
+
+import (
+	"strings"
+	"unicode/utf8"
+
+	"github.com/yuin/goldmark"
+	"github.com/yuin/goldmark/ast"
+	extast "github.com/yuin/goldmark/extension/ast"
+	"github.com/yuin/goldmark/text"
+)
+
+// New is a goldmark parser with GFM's tables and strikethrough (see GFM).
+func New() goldmark.Markdown { return goldmark.New(goldmark.WithExtensions(GFM{})) }
+
+// Parse parses src with md, invalid UTF-8 replaced, and returns the
+// document with the source its segments point into.
+func Parse(md goldmark.Markdown, src string) (doc ast.Node, source []byte) {
+	source = []byte(strings.ToValidUTF8(src, "\uFFFD"))
+	return md.Parser().Parse(text.NewReader(source)), source
+}
+
+// TableRows is a table's cells, each as cell makes it (a renderer gives
+// the cell's plain text), and the alignment of each column.
+func TableRows(n *extast.Table, cell func(ast.Node) string) (rows [][]string, aligns []extast.Alignment) {
+	for row := n.FirstChild(); row != nil; row = row.NextSibling() {
+		var cells []string
+		for c := row.FirstChild(); c != nil; c = c.NextSibling() {
+			cells = append(cells, cell(c))
+			if tc, ok := c.(*extast.TableCell); ok && len(rows) == 0 {
+				aligns = append(aligns, tc.Alignment)
+			}
+		}
+		rows = append(rows, cells)
+	}
+	return rows, aligns
+}
+
+// TableLines lays a table out as lines of plain text, for a monospace
+// block: cells padded to their column's width ("a | b"), right-aligned
+// columns padded on the left, and a "--+--" rule under the header row.
+func TableLines(rows [][]string, aligns []extast.Alignment) []string {
+	var widths []int
+	for _, row := range rows {
+		for i, c := range row {
+			if i >= len(widths) {
+				widths = append(widths, 0)
+			}
+			widths[i] = max(widths[i], utf8.RuneCountInString(c))
+		}
+	}
+	var out []string
+	for ri, row := range rows {
+		cells := make([]string, len(widths))
+		for i := range widths {
+			c := ""
+			if i < len(row) {
+				c = row[i]
+			}
+			pad := strings.Repeat(" ", widths[i]-utf8.RuneCountInString(c))
+			if i < len(aligns) && aligns[i] == extast.AlignRight {
+				cells[i] = pad + c
+			} else {
+				cells[i] = c + pad
+			}
+		}
+		out = append(out, strings.TrimRight(strings.Join(cells, " | "), " "))
+		if ri == 0 && len(rows) > 1 {
+			dashes := make([]string, len(widths))
+			for i, w := range widths {
+				dashes[i] = strings.Repeat("-", max(w, 1))
+			}
+			out = append(out, strings.Join(dashes, "-+-"))
+		}
+	}
+	return out
+}
