@@ -35,7 +35,7 @@ func chatAgent(cfg *config.Config, ag *agent.Agent, db *store.DB, log *slog.Logg
 func coderCLI(c config.AgentConfig, policy agent.Policy) (coder.CLI, time.Duration) {
 	if c.Provider == config.ProviderCodex {
 		x := c.Codex
-		return &coder.Codex{Path: x.Path, ModelName: cmp.Or(x.Model, c.Model), Profile: x.Profile, Policy: policy}, x.Timeout
+		return &coder.Codex{Path: x.Path, ModelName: cmp.Or(x.Model, c.Model), Profile: x.Profile, BaseURL: c.BaseURL, Policy: policy}, x.Timeout
 	}
 	cc := c.ClaudeCode
 	return &coder.ClaudeCode{Path: cc.Path, ModelName: cmp.Or(cc.Model, c.Model), ExtraArgs: cc.ExtraArgs, Policy: policy}, cc.Timeout
@@ -47,15 +47,14 @@ func coderCLI(c config.AgentConfig, policy agent.Policy) (coder.CLI, time.Durati
 // for this CLI — otherwise the CLI uses its own login.
 func CoderEnv(c config.AgentConfig, environ []string) []string {
 	extra := map[string]string{tools.RunMarker: "1"}
-	key, url := config.EnvAnthropicAPIKey, config.EnvAnthropicBaseURL
+	key := config.EnvAnthropicAPIKey
 	if c.Provider == config.ProviderCodex {
-		key, url = coder.EnvCodexAPIKey, config.EnvOpenAIBaseURL
+		key = coder.EnvCodexAPIKey // its base URL goes on the command line
+	} else if c.BaseURL != "" {
+		extra[config.EnvAnthropicBaseURL] = c.BaseURL
 	}
 	if c.APIKey != "" {
 		extra[key] = c.APIKey
-	}
-	if c.BaseURL != "" {
-		extra[url] = c.BaseURL
 	}
 	return tools.MinimalEnv(environ, extra)
 }

@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/latchd/latch/agent"
@@ -22,7 +24,10 @@ type Codex struct {
 	Path      string // default "codex"
 	ModelName string
 	Profile   string
-	Policy    agent.Policy
+	// BaseURL, when set, is the Responses API root (with /v1) Codex talks
+	// to, as a model provider of its own that takes EnvCodexAPIKey.
+	BaseURL string
+	Policy  agent.Policy
 }
 
 // Codex sandbox modes, as its --sandbox spells them.
@@ -68,6 +73,11 @@ func (c *Codex) Command(session, _ string) (string, []string) {
 	}
 	if c.ModelName != "" {
 		args = append(args, "--model", c.ModelName)
+	}
+	if c.BaseURL != "" {
+		args = append(args, "-c", `model_provider="latch"`, "-c", fmt.Sprintf(
+			`model_providers.latch={name="latch",base_url=%s,env_key=%q,wire_api="responses"}`,
+			strconv.Quote(c.BaseURL), EnvCodexAPIKey))
 	}
 	if c.Profile != "" {
 		args = append(args, "--profile", c.Profile)

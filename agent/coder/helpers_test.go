@@ -149,3 +149,26 @@ func minimalEnv(t *testing.T, extra map[string]string) []string {
 	extra["HOME"] = t.TempDir()
 	return tools.MinimalEnv(nil, extra)
 }
+
+// waitProcess waits for a process whose command line holds marker and
+// returns its pid.
+func waitProcess(t *testing.T, marker string) int {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for time.Now().Before(deadline) {
+		entries, _ := os.ReadDir("/proc")
+		for _, e := range entries {
+			pid, err := strconv.Atoi(e.Name())
+			if err != nil || pid == os.Getpid() {
+				continue
+			}
+			cmdline, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+			if strings.Contains(string(cmdline), marker) {
+				return pid
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("no process with %q appeared", marker)
+	return 0
+}
