@@ -252,6 +252,9 @@ func (s *claudeStream) Line(line []byte) error {
 		if e.IsError || (e.Subtype != "" && e.Subtype != "success") {
 			why := cmp.Or(strings.Join(e.Errors, "; "), e.Result, e.Subtype)
 			o.Err = errors.New(clip(agent.Visible(why), 300))
+			if strings.Contains(why, "No conversation found with session ID") {
+				o.Err = fmt.Errorf("%w: %w", ErrSessionGone, o.Err)
+			}
 		}
 		s.t.Finish(o)
 	}

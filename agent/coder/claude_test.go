@@ -158,6 +158,27 @@ func TestClaudeCodePolicyDeny(t *testing.T) {
 	}
 }
 
+// TestClaudeCodeSessionGone: a stored session Claude Code no longer has
+// (its files deleted) starts a new one instead of failing every message.
+func TestClaudeCodeSessionGone(t *testing.T) {
+	f := newClaude(t)
+	b := f.backend(t, openDB(t, f.dbPath), nil)
+	if err := b.update(testKey, func(m *meta) { m.Session = "0b6c0b8e-1d5e-4f7e-9a55-9b8f5f0f0f0f" }, nil); err != nil {
+		t.Fatal(err)
+	}
+	f.api.Script(anthropictest.Text("Fresh start."))
+	ev := newRecorder()
+	if err := b.TurnWith(t.Context(), testKey, "hello", ev, agent.Hooks{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, final, _, _ := ev.snapshot(); final != MsgSessionGone+"Fresh start." {
+		t.Errorf("final %q", final)
+	}
+	if st, _ := b.Status(testKey); st.Session == "0b6c0b8e-1d5e-4f7e-9a55-9b8f5f0f0f0f" || st.Session == "" {
+		t.Errorf("session %q, want the new one", st.Session)
+	}
+}
+
 // TestClaudeCodeStopKillsTool: /stop mid-tool kills the CLI with the
 // command it runs.
 func TestClaudeCodeStopKillsTool(t *testing.T) {

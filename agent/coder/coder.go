@@ -31,6 +31,14 @@ import (
 const MsgInterrupted = "⚠ This request was interrupted by a restart of latch and was not run again " +
 	"(what the coding agent had done until then stays done). Send a message to continue the session."
 
+// ErrSessionGone is a CLI's refusal to continue a session it no longer
+// has (its files were deleted, or it runs under another home).
+var ErrSessionGone = errors.New("the coding agent's session is gone")
+
+// MsgSessionGone prefixes the answer of a turn that had to start a new
+// session.
+const MsgSessionGone = "(The coding agent no longer has this chat's session; this starts a new one.)\n\n"
+
 // DefaultTimeout bounds a turn when Config.Timeout is zero.
 const DefaultTimeout = time.Hour
 
@@ -181,6 +189,14 @@ func (b *Backend) TurnWith(ctx context.Context, key agent.SessionKey, text strin
 		return err
 	}
 	out, err := b.run(ctx, key, session, text, ev)
+	if errors.Is(err, ErrSessionGone) && session != "" {
+		// The CLI refused before doing anything: the message runs once,
+		// in a new session.
+		b.cfg.Log.Warn("the coding agent's session is gone; starting a new one", "chat", key.String(), "err", err)
+		ev.Text(MsgSessionGone)
+		out, err = b.run(ctx, key, "", text, ev)
+		out.Text = MsgSessionGone + out.Text
+	}
 	if agent.ShuttingDown(ctx) {
 		// Left running: the next start reports the turn as cut.
 		return context.Cause(ctx)
