@@ -73,7 +73,7 @@ func applyCoderFile(ag *AgentConfig, a *fileAgent, bad badFunc) {
 	for _, arg := range cc.ExtraArgs {
 		name, _, _ := strings.Cut(arg, "=")
 		if slices.Contains(refusedCoderArgs, name) {
-			bad("agent.claude_code.extra_args", "%s is set by latch itself and cannot be given here", quoteValue(name))
+			bad("agent.claude_code.extra_args", "%q is set by latch itself and cannot be given here", name)
 		}
 	}
 	for _, m := range []struct{ key, value string }{{"agent.claude_code.model", cc.Model}, {"agent.codex.model", cx.Model},

@@ -20,17 +20,19 @@ type coderCLI struct {
 	login             string   // how the owner logs in
 }
 
-var coderCLIs = map[string]coderCLI{
-	config.ProviderClaudeCode: {bin: "claude", section: "agent.claude_code", pkg: "@anthropic-ai/claude-code",
-		status: []string{"auth", "status"}, login: "claude auth login"},
-	config.ProviderCodex: {bin: "codex", section: "agent.codex", pkg: "@openai/codex",
-		status: []string{"login", "status"}, login: "codex login"},
+func coderCLIFor(provider string) coderCLI {
+	if provider == config.ProviderCodex {
+		return coderCLI{bin: "codex", section: "agent.codex", pkg: "@openai/codex",
+			status: []string{"login", "status"}, login: "codex login"}
+	}
+	return coderCLI{bin: "claude", section: "agent.claude_code", pkg: "@anthropic-ai/claude-code",
+		status: []string{"auth", "status"}, login: "claude auth login"}
 }
 
 // checkCoder finds the coding agent CLI, asks its version, and checks that
 // it can reach a model: an API key in [agent], or the CLI's own login.
 func (r *run) checkCoder(ctx context.Context, a config.AgentConfig) Check {
-	cli := coderCLIs[a.Provider]
+	cli := coderCLIFor(a.Provider)
 	path := cmp.Or(a.ClaudeCode.Path, cli.bin)
 	if a.Provider == config.ProviderCodex {
 		path = cmp.Or(a.Codex.Path, cli.bin)

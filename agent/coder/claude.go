@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
 
@@ -35,15 +34,14 @@ type ClaudeCode struct {
 }
 
 // claudeTools maps Claude Code's tools onto latch's own, whose
-// permissions [agent.permissions] sets.
-var claudeTools = map[string]string{
-	"Read": agent.ToolRead, "NotebookRead": agent.ToolRead,
-	"Glob": agent.ToolList, "LS": agent.ToolList,
-	"Grep":  agent.ToolGrep,
-	"Write": agent.ToolWrite,
-	"Edit":  agent.ToolEdit, "MultiEdit": agent.ToolEdit, "NotebookEdit": agent.ToolEdit,
-	"Bash": agent.ToolBash, "BashOutput": agent.ToolBash, "KillShell": agent.ToolBash, "KillBash": agent.ToolBash,
-	"WebFetch": agent.ToolFetch, "WebSearch": agent.ToolFetch,
+// permissions [agent.permissions] sets. (A slice, not a map: nothing is
+// built when the package loads.)
+var claudeTools = []struct{ claude, latch string }{
+	{"Bash", agent.ToolBash}, {"BashOutput", agent.ToolBash}, {"Edit", agent.ToolEdit},
+	{"Glob", agent.ToolList}, {"Grep", agent.ToolGrep}, {"KillBash", agent.ToolBash},
+	{"KillShell", agent.ToolBash}, {"LS", agent.ToolList}, {"MultiEdit", agent.ToolEdit},
+	{"NotebookEdit", agent.ToolEdit}, {"NotebookRead", agent.ToolRead}, {"Read", agent.ToolRead},
+	{"WebFetch", agent.ToolFetch}, {"WebSearch", agent.ToolFetch}, {"Write", agent.ToolWrite},
 }
 
 // claudeInternal are Claude Code's tools that only change its own state
@@ -56,8 +54,10 @@ var claudeInternal = []string{"TodoWrite", "Task", "Agent", "TaskCreate", "TaskG
 // tools. A tool latch has no counterpart of (an MCP server's of the
 // owner's Claude Code setup, a tool of a newer version) asks.
 func claudePermission(p agent.Policy, tool string) agent.Permission {
-	if latch, ok := claudeTools[tool]; ok {
-		return p.For(latch)
+	for _, t := range claudeTools {
+		if t.claude == tool {
+			return p.For(t.latch)
+		}
 	}
 	if slices.Contains(claudeInternal, tool) {
 		return agent.Allow
@@ -82,12 +82,12 @@ func (c *ClaudeCode) Command(session, _ string) (string, []string) {
 		args = append(args, "--resume", session)
 	}
 	allowed, denied := slices.Clone(claudeInternal), []string(nil)
-	for _, tool := range slices.Sorted(maps.Keys(claudeTools)) {
-		switch claudePermission(c.Policy, tool) {
+	for _, t := range claudeTools {
+		switch claudePermission(c.Policy, t.claude) {
 		case agent.Allow:
-			allowed = append(allowed, tool)
+			allowed = append(allowed, t.claude)
 		case agent.Deny:
-			denied = append(denied, tool)
+			denied = append(denied, t.claude)
 		}
 	}
 	args = append(args, "--allowedTools", strings.Join(allowed, ","))
