@@ -38,7 +38,8 @@ func coderCLI(c config.AgentConfig, policy agent.Policy) (coder.CLI, time.Durati
 		return &coder.Codex{Path: x.Path, ModelName: cmp.Or(x.Model, c.Model), Profile: x.Profile, BaseURL: c.BaseURL, Policy: policy}, x.Timeout
 	}
 	cc := c.ClaudeCode
-	return &coder.ClaudeCode{Path: cc.Path, ModelName: cmp.Or(cc.Model, c.Model), ExtraArgs: cc.ExtraArgs, Policy: policy}, cc.Timeout
+	return &coder.ClaudeCode{Path: cc.Path, ModelName: cmp.Or(cc.Model, c.Model), ExtraArgs: cc.ExtraArgs, Policy: policy,
+		APIKeyFile: c.APIKeyFile}, cc.Timeout
 }
 
 // CoderEnv is the environment a coding agent CLI runs in: the minimal one
@@ -53,7 +54,9 @@ func CoderEnv(c config.AgentConfig, environ []string) []string {
 	} else if c.BaseURL != "" {
 		extra[config.EnvAnthropicBaseURL] = c.BaseURL
 	}
-	if c.APIKey != "" {
+	// Claude Code reads a key file itself (ClaudeCode.APIKeyFile), so
+	// the key is in no environment; a key given otherwise must be.
+	if c.APIKey != "" && (c.Provider == config.ProviderCodex || c.APIKeyFile == "") {
 		extra[key] = c.APIKey
 	}
 	return tools.MinimalEnv(environ, extra)

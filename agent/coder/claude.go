@@ -31,6 +31,10 @@ type ClaudeCode struct {
 	ModelName string
 	ExtraArgs []string
 	Policy    agent.Policy
+	// APIKeyFile, when set, is a file (0600) holding the API key, which
+	// Claude Code then reads through its apiKeyHelper setting: a key in
+	// its environment would be in every tool's too.
+	APIKeyFile string
 }
 
 // claudeTools maps Claude Code's tools onto latch's own, whose
@@ -89,6 +93,10 @@ func (c *ClaudeCode) Command(session, _ string) (string, []string) {
 		case agent.Deny:
 			denied = append(denied, t.claude)
 		}
+	}
+	if c.APIKeyFile != "" {
+		settings, _ := json.Marshal(map[string]string{"apiKeyHelper": "cat -- " + shellQuote(c.APIKeyFile)})
+		args = append(args, "--settings", string(settings))
 	}
 	args = append(args, "--allowedTools", strings.Join(allowed, ","))
 	if len(denied) > 0 {
@@ -363,3 +371,6 @@ func claudeDetail(tool string, input json.RawMessage) string {
 	}
 	return agent.Visible(fmt.Sprintf("Claude Code tool %q\n%s", tool, tools.RedactJSON(input)))
 }
+
+// shellQuote quotes s for sh.
+func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }

@@ -78,6 +78,35 @@ func TestClaudeCodeTurn(t *testing.T) {
 	}
 }
 
+// TestClaudeCodeKeyFileStaysOutOfTools: with the key in a file, Claude
+// Code reads it through apiKeyHelper and its tools' environment has no
+// key.
+func TestClaudeCodeKeyFileStaysOutOfTools(t *testing.T) {
+	f := newClaude(t)
+	var env []string
+	for _, kv := range f.env {
+		if !strings.HasPrefix(kv, "ANTHROPIC_API_KEY=") {
+			env = append(env, kv)
+		}
+	}
+	keyFile := filepath.Join(t.TempDir(), "it's a key")
+	if err := os.WriteFile(keyFile, []byte("sk-ant-test\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	policy := agent.DefaultPolicy()
+	policy[agent.ToolBash] = agent.Allow
+	b := New(Config{CLI: &ClaudeCode{Path: f.bin, ModelName: "claude-sonnet-4-5", Policy: policy, APIKeyFile: keyFile},
+		Workspace: f.ws, Env: env, Policy: policy, Store: openDB(t, f.dbPath)})
+	f.api.Script(bashUse("toolu_1", "env > env.txt"), anthropictest.Text("ok"))
+	if err := b.TurnWith(t.Context(), testKey, "env", newRecorder(), agent.Hooks{}); err != nil {
+		t.Fatal(err)
+	}
+	out, err := os.ReadFile(filepath.Join(f.ws, "env.txt"))
+	if err != nil || strings.Contains(string(out), "sk-ant-test") {
+		t.Errorf("the tool's environment (%v):\n%s\nwant no API key", err, out)
+	}
+}
+
 // TestClaudeCodeAsksByButton: with bash = "ask", a command runs only
 // after the owner's press, and not at all when denied — also a command
 // Claude Code would run without asking by its own rules (echo).

@@ -67,7 +67,10 @@ func (c *Codex) Model() string { return c.ModelName }
 func (c *Codex) Command(session, _ string) (string, []string) {
 	sandbox, network := CodexSandbox(c.Policy)
 	args := []string{"exec", "--json", "--skip-git-repo-check", "--color", "never",
-		"-c", `approval_policy="never"`, "--sandbox", sandbox}
+		"-c", `approval_policy="never"`, "--sandbox", sandbox,
+		// Codex hands its environment to the commands it runs; its key
+		// stays out (the rest is latch's minimal environment).
+		"-c", `shell_environment_policy.exclude=["` + EnvCodexAPIKey + `"]`}
 	if network {
 		args = append(args, "-c", "sandbox_workspace_write.network_access=true")
 	}

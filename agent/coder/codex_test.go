@@ -61,7 +61,7 @@ func TestCodexTurn(t *testing.T) {
 	f := newCodex(t)
 	db := openDB(t, f.dbPath)
 	b := f.backend(t, db, allowAll())
-	f.api.Script(execCall("call_1", "echo from-codex > out.txt"), openaitest.ResponsesText("All done."))
+	f.api.Script(execCall("call_1", "env > env.txt; echo from-codex > out.txt"), openaitest.ResponsesText("All done."))
 	ev := newRecorder()
 	if err := b.TurnWith(t.Context(), testKey, "remember the word kumquat and make out.txt", ev, agent.Hooks{}); err != nil {
 		t.Fatal(err)
@@ -75,6 +75,9 @@ func TestCodexTurn(t *testing.T) {
 	}
 	if got, _ := os.ReadFile(filepath.Join(f.ws, "out.txt")); string(got) != "from-codex\n" {
 		t.Errorf("out.txt = %q", got)
+	}
+	if env, _ := os.ReadFile(filepath.Join(f.ws, "env.txt")); strings.Contains(string(env), "sk-codex-test") {
+		t.Errorf("the API key reached the command's environment:\n%s", env)
 	}
 	st, err := b.Status(testKey)
 	if err != nil || st.Session == "" || st.Provider != "codex" {
