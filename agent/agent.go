@@ -33,6 +33,10 @@ var ErrShutdown = errors.New("latch is shutting down")
 
 func shuttingDown(ctx context.Context) bool { return errors.Is(context.Cause(ctx), ErrShutdown) }
 
+// ShuttingDown reports whether ctx ended because the daemon stops
+// (ErrShutdown) rather than by /stop.
+func ShuttingDown(ctx context.Context) bool { return shuttingDown(ctx) }
+
 // ErrMaxSteps ends a turn that used all its steps without a final answer.
 var ErrMaxSteps = errors.New("the agent reached its step limit")
 
@@ -530,6 +534,11 @@ type Status struct {
 	Messages        int
 	TokensToday     int
 	MCP             []string // each MCP server's state, one line each
+	// Session and CostUSD describe a coding agent CLI's session (see
+	// agent/coder): its id and what it has cost so far; "" and 0 for the
+	// embedded agent.
+	Session string
+	CostUSD float64
 }
 
 // Status reports on key's session.

@@ -145,6 +145,10 @@ func (a *Agent) decided(key SessionKey, tool string, d Decision) (reason string,
 
 // newID is a short opaque id (5 symbols of base32, lower case) that fits
 // Telegram's callback data and is easy to type.
+// NewApprovalID returns a fresh approval id, as the chat's /approve takes
+// it; a backend other than the embedded agent makes its ids with it.
+func NewApprovalID() string { return newID() }
+
 func newID() string {
 	const alphabet = "abcdefghijkmnpqrstuvwxyz23456789"
 	b := make([]byte, 5)

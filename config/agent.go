@@ -140,6 +140,10 @@ type AgentConfig struct {
 	// FetchAllow lists the non-public address ranges the fetch tool may
 	// reach (agent.fetch.allow); nil for none.
 	FetchAllow []netip.Prefix
+
+	// ClaudeCode and Codex configure the coding agent CLIs (config/coder.go).
+	ClaudeCode ClaudeCodeConfig
+	Codex      CodexConfig
 }
 
 // The providers' public APIs, where a model call goes when BaseURL is "".

@@ -18,6 +18,9 @@ import (
 var providerEnv = map[string]struct{ model, apiKey, baseURL string }{
 	ProviderAnthropic: {DefaultAnthropicModel, EnvAnthropicAPIKey, EnvAnthropicBaseURL},
 	ProviderOpenAI:    {DefaultOpenAIModel, EnvOpenAIAPIKey, EnvOpenAIBaseURL},
+	// The CLIs choose their own default model.
+	ProviderClaudeCode: {"", EnvAnthropicAPIKey, EnvAnthropicBaseURL},
+	ProviderCodex:      {"", EnvOpenAIAPIKey, EnvOpenAIBaseURL},
 }
 
 // defaultAgent is the agent configuration when config.toml sets nothing.
@@ -34,6 +37,8 @@ func defaultAgent(home string) AgentConfig {
 		ShutdownGrace:   DefaultShutdownGrace,
 		InboxMaxMB:      DefaultInboxMaxMB,
 		Permissions:     DefaultPermissions(),
+		ClaudeCode:      ClaudeCodeConfig{Timeout: DefaultCoderTimeout},
+		Codex:           CodexConfig{Timeout: DefaultCoderTimeout},
 	}
 }
 
@@ -51,6 +56,7 @@ func (l Loader) applyAgentFile(cfg *Config, a *fileAgent) []error {
 	l.applyModelFile(cfg, a, bad)
 	applyLimitsFile(&cfg.Agent, a, bad)
 	applyPermissionsFile(&cfg.Agent, a.Permissions, bad)
+	applyCoderFile(&cfg.Agent, a, bad)
 	for i, s := range a.Fetch.Allow {
 		p, err := parseAllow(s)
 		if err != nil {
@@ -70,11 +76,11 @@ func (l Loader) applyModelFile(cfg *Config, a *fileAgent, bad badFunc) {
 	ag := &cfg.Agent
 	switch a.Provider {
 	case "":
-	case ProviderNone, ProviderAnthropic, ProviderOpenAI:
+	case ProviderNone, ProviderAnthropic, ProviderOpenAI, ProviderClaudeCode, ProviderCodex:
 		ag.Provider = a.Provider
 	default:
-		bad("agent.provider", "%s is not a provider; use %q, %q or %q",
-			quoteValue(a.Provider), ProviderAnthropic, ProviderOpenAI, ProviderNone)
+		bad("agent.provider", "%s is not a provider; use %q, %q, %q, %q or %q",
+			quoteValue(a.Provider), ProviderAnthropic, ProviderOpenAI, ProviderClaudeCode, ProviderCodex, ProviderNone)
 	}
 	if a.Model != "" {
 		if strings.ContainsFunc(a.Model, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) {

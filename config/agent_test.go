@@ -89,7 +89,7 @@ allow = ["192.168.1.0/24", "10.0.0.5", "fd00::/8", "::1"]
 		{name: "model given", config: agentFile("provider = \"anthropic\"\nmodel = \"claude-opus-4-1\""),
 			want: func(c *Config) { c.Agent.Provider, c.Agent.Model = "anthropic", "claude-opus-4-1" }},
 		{name: "provider in another case", config: agentFile(`provider = "Anthropic"`),
-			wantErr: []string{`$HOME/config.toml: agent.provider: "Anthropic" is not a provider; use "anthropic", "openai" or "none"`}},
+			wantErr: []string{`$HOME/config.toml: agent.provider: "Anthropic" is not a provider; use "anthropic", "openai", "claude-code", "codex" or "none"`}},
 		{name: "unknown provider", config: agentFile(`provider = "claude"`),
 			wantErr: []string{`agent.provider: "claude" is not a provider`}},
 		{name: "model with a space", config: agentFile("provider = \"openai\"\nmodel = \"gpt 4o\""),

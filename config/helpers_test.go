@@ -132,6 +132,7 @@ func testDefaults(h string) Config {
 				"read_file": "allow", "list_files": "allow", "grep": "allow",
 				"write_file": "ask", "edit_file": "ask", "bash": "ask", "fetch": "ask", "send_file": "ask", "schedule": "ask",
 			},
+			ClaudeCode: ClaudeCodeConfig{Timeout: time.Hour}, Codex: CodexConfig{Timeout: time.Hour},
 		},
 	}
 }

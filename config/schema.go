@@ -55,6 +55,8 @@ type fileAgent struct {
 	// defaultPermissions, and checkTables that it is a table at all.
 	Permissions map[string]string `toml:"permissions"`
 	Fetch       fileFetch         `toml:"fetch"`
+	ClaudeCode  fileClaudeCode    `toml:"claude_code"`
+	Codex       fileCodex         `toml:"codex"`
 }
 
 type fileFetch struct {
@@ -106,6 +108,16 @@ var schemaKeys = []string{
 	"agent.permissions.schedule",
 	"agent.fetch",
 	"agent.fetch.allow",
+	"agent.claude_code",
+	"agent.claude_code.path",
+	"agent.claude_code.model",
+	"agent.claude_code.extra_args",
+	"agent.claude_code.timeout",
+	"agent.codex",
+	"agent.codex.path",
+	"agent.codex.model",
+	"agent.codex.profile",
+	"agent.codex.timeout",
 }
 
 // allKeys is schemaKeys with the keys of the sections kept in files of

@@ -65,6 +65,8 @@ func newProvider(c config.AgentConfig) (provider.Provider, error) {
 	switch c.Provider {
 	case "", "none":
 		return nil, nil
+	case config.ProviderClaudeCode, config.ProviderCodex:
+		return nil, nil // a coding agent CLI answers the chat instead (chatAgent)
 	case "anthropic":
 		return anthropic.New(anthropic.Config{APIKey: c.APIKey, BaseURL: c.BaseURL, Model: c.Model, Timeout: c.RequestTimeout})
 	case "openai":

@@ -204,7 +204,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		Store: db, Pairer: pairer, Gateways: gws, Log: d.Log,
 		AllowGroups: map[string]bool{"telegram": d.Config.Telegram.AllowGroups, "discord": d.Config.Discord.AllowGroups},
 		Shell:       d.shell,
-		Agent:       ag,
+		Agent:       chatAgent(d.Config, ag, db, d.Log, d.reaper, d.cgroups),
 		Files:       ws,
 		Jobs:        d.sched,
 		Transcribe:  d.transcription(),

@@ -36,6 +36,8 @@ func (r *run) checkModel(ctx context.Context) Check {
 		return r.checkAnthropic(ctx, a)
 	case config.ProviderOpenAI:
 		return r.checkOpenAI(ctx, a)
+	case config.ProviderClaudeCode, config.ProviderCodex:
+		return r.checkCoder(ctx, a)
 	}
 	return skip("[agent] provider is none: no model; the chat runs !commands only")
 }

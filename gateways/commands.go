@@ -117,6 +117,9 @@ func (h *Hub) statusText(gateway string, key chatKey) string {
 				fmt.Fprintf(&b, " · %s", st.Model)
 			}
 			fmt.Fprintf(&b, "\nsession: %d messages · %d tokens today", st.Messages, st.TokensToday)
+			if st.Session != "" {
+				fmt.Fprintf(&b, "\n%s session: %s · $%.4f so far", st.Provider, st.Session, st.CostUSD)
+			}
 			for _, l := range st.MCP {
 				fmt.Fprintf(&b, "\nmcp %s", l)
 			}

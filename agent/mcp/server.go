@@ -5,10 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"os"
 	"os/exec"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -56,7 +54,7 @@ type server struct {
 type conn struct {
 	session *sdk.ClientSession
 	proc    *tools.Process // stdio only
-	stderr  *stderrTail
+	stderr  *tools.StderrTail
 	ended   chan struct{} // closed when the session has ended
 	relists sync.WaitGroup
 }
@@ -114,7 +112,7 @@ func (s *server) connect(ctx context.Context) (*conn, error) {
 		if err != nil {
 			return nil, err
 		}
-		c.stderr = &stderrTail{}
+		c.stderr = &tools.StderrTail{}
 		p, err := tools.StartProcess(tools.ProcessOptions{
 			Dir: s.m.opts.Dir, Env: minimalEnv(s.m.opts.Environ, s.cfg.Env), Stderr: c.stderr,
 			Reaper: s.m.opts.Reaper, Cgroups: s.m.opts.Cgroups,
@@ -196,7 +194,7 @@ func (s *server) relist(c *conn) {
 // explain adds the last line the server wrote to stderr, if any.
 func (s *server) explain(c *conn, err error) error {
 	if c.stderr != nil {
-		if line := c.stderr.lastLine(); line != "" {
+		if line := c.stderr.LastLine(); line != "" {
 			return fmt.Errorf("%w (stderr: %s)", err, oneLine(line, 200))
 		}
 	}
@@ -376,62 +374,9 @@ func (h headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	return http.DefaultTransport.RoundTrip(req)
 }
 
-// minimalEnv is what a stdio server's environment holds: the variables a
-// program needs to find its tools, its home and its locale, and those the
-// configuration gives it. No bot token, API key or LATCH_* variable
-// reaches it unless the configuration names it.
+// minimalEnv is what a stdio server's environment holds (see
+// tools.MinimalEnv): no bot token, API key or LATCH_* variable reaches it
+// unless the configuration names it.
 func minimalEnv(environ []string, extra map[string]string) []string {
-	if environ == nil {
-		environ = os.Environ()
-	}
-	keep := []string{"PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TZ", "TMPDIR", "TERM",
-		"XDG_RUNTIME_DIR", "XDG_CONFIG_HOME", "XDG_CACHE_HOME", "XDG_DATA_HOME"}
-	var env []string
-	for _, kv := range environ {
-		name, _, _ := strings.Cut(kv, "=")
-		if _, set := extra[name]; set {
-			continue
-		}
-		if slices.Contains(keep, name) || strings.HasPrefix(name, "LC_") {
-			env = append(env, kv)
-		}
-	}
-	for _, k := range slices.Sorted(mapsKeys(extra)) {
-		env = append(env, k+"="+extra[k])
-	}
-	return env
-}
-
-func mapsKeys(m map[string]string) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
-}
-
-// stderrTail keeps the last 4 KiB a server wrote to stderr, for the
-// reason it failed.
-type stderrTail struct {
-	mu  sync.Mutex
-	buf []byte
-}
-
-func (t *stderrTail) Write(p []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.buf = append(t.buf, p...)
-	if len(t.buf) > 4<<10 {
-		t.buf = slices.Clone(t.buf[len(t.buf)-4<<10:])
-	}
-	return len(p), nil
-}
-
-func (t *stderrTail) lastLine() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	lines := strings.Split(strings.TrimSpace(string(t.buf)), "\n")
-	return strings.TrimSpace(lines[len(lines)-1])
+	return tools.MinimalEnv(environ, extra)
 }
