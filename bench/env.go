@@ -59,7 +59,7 @@ type daemon struct {
 // to run bash, and the Go runtime's knobs so their effect can be measured.
 // Nothing else passes, so no provider key or base URL in the environment
 // can make the daemon leave loopback.
-var passEnv = []string{"PATH", "HOME", "USER", "LANG", "TMPDIR", "GOGC", "GOMEMLIMIT", "GOMAXPROCS", "GODEBUG"}
+var passEnv = []string{"PATH", "HOME", "USER", "LANG", "TMPDIR", "GOGC", "GOMEMLIMIT", "GOMAXPROCS", "GODEBUG", "LATCH_NO_PAGEOUT"}
 
 // environ is the daemon's environment: passEnv, the home and the fake.
 func (e *env) environ() []string {

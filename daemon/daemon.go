@@ -47,6 +47,10 @@ type Daemon struct {
 	// ShutdownGrace is how long running commands and turns may finish
 	// after a stop is requested; 0 means DefaultShutdownGrace.
 	ShutdownGrace time.Duration
+	// GiveBackStartup returns the binary's start-up pages to the kernel
+	// once the daemon is ready (giveBackStartup). latch run sets it; an
+	// in-process test leaves it off, as its binary is the test's.
+	GiveBackStartup bool
 
 	ready     chan struct{}
 	readyOnce sync.Once
@@ -244,6 +248,9 @@ func (d *Daemon) serve(ctx context.Context, ctl *control.Server, gws []gateways.
 	})
 	close(d.ready)
 	d.Log.Info("latch is running", "home", d.Config.Home, "gateways", len(gws), "version", d.Version)
+	if d.GiveBackStartup {
+		logPageOut(d.Log, giveBackStartup())
+	}
 	var err error
 	select {
 	case <-ctx.Done():

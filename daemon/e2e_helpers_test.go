@@ -58,7 +58,10 @@ type env struct {
 
 	mu     sync.Mutex
 	offset time.Duration
-	minted []string // every pairing code minted, for the log scan
+	// pageOut has the daemon give back its start-up pages (of the test
+	// binary) once ready, as latch run does.
+	pageOut bool
+	minted  []string // every pairing code minted, for the log scan
 }
 
 func newEnv(t *testing.T) *env {
@@ -147,6 +150,7 @@ func (e *env) start() *running {
 	d := New(e.config(), log, "test")
 	d.Now = e.now
 	d.ShutdownGrace = e.grace
+	d.GiveBackStartup = e.pageOut
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &running{d: d, cancel: cancel, done: make(chan error, 1)}
 	go func() { r.done <- d.Run(ctx) }()

@@ -69,7 +69,11 @@ func newRunCmd() *cobra.Command {
 				}
 				return c, err
 			}
-			build := func(c *config.Config) *daemon.Daemon { return daemon.New(c, log, version) }
+			build := func(c *config.Config) *daemon.Daemon {
+				d := daemon.New(c, log, version)
+				d.GiveBackStartup = true
+				return d
+			}
 			return daemon.Supervise(ctx, cfg, load, reload, log, build)
 		},
 	}

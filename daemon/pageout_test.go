@@ -1,0 +1,102 @@
+package daemon
+
+import (
+	"bufio"
+	"bytes"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// rssFileKiB is RssFile of this process, from /proc/self/status.
+func rssFileKiB(t *testing.T) int64 {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		if f := strings.Fields(sc.Text()); len(f) >= 2 && f[0] == "RssFile:" {
+			n, err := strconv.ParseInt(f[1], 10, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+	}
+	t.Fatal("no RssFile in /proc/self/status")
+	return 0
+}
+
+// The pages of this test binary leave RssFile: the kernel took the advice.
+func TestGiveBackStartupReturnsBinaryPages(t *testing.T) {
+	t.Setenv(EnvNoPageOut, "")
+	before := rssFileKiB(t)
+	r := giveBackStartup()
+	after := rssFileKiB(t)
+	if r.Skipped != "" || r.Err != nil || r.Mappings < 2 {
+		t.Fatalf("giveBackStartup = %+v, want the read-only mappings of the binary advised without error", r)
+	}
+	// The test binary's text alone is several MB resident by now; what
+	// runs from here on faults back a few pages.
+	if after > before-1024 {
+		t.Errorf("RssFile %d KiB before, %d KiB after: want at least 1 MiB given back", before, after)
+	}
+}
+
+func TestGiveBackStartupKillSwitch(t *testing.T) {
+	t.Setenv(EnvNoPageOut, "1")
+	if r := giveBackStartup(); r.Skipped != EnvNoPageOut+"=1" || r.Mappings != 0 {
+		t.Errorf("with %s=1: %+v, want nothing advised", EnvNoPageOut, r)
+	}
+}
+
+func TestReadOnlyMappings(t *testing.T) {
+	const exe = "/opt/la tch/latch (deleted)"
+	tests := []struct {
+		name, maps string
+		want       []addrRange
+		wantErr    bool
+	}{
+		{"text, rodata; data and others skipped", strings.Join([]string{
+			"00400000-00a00000 r-xp 00000000 fd:01 42 " + exe,
+			"00a00000-00f00000 r--p 00600000 fd:01 42 " + exe,
+			"00f00000-00f40000 rw-p 00b00000 fd:01 42 " + exe,
+			"00f40000-00f80000 rw-p 00000000 00:00 0",
+			"7f0000000000-7f0000001000 r--p 00000000 fd:01 43 /opt/la tch/latch",
+			"7ffd00000000-7ffd00021000 rw-p 00000000 00:00 0 [stack]",
+		}, "\n"), []addrRange{{0x400000, 0xa00000}, {0xa00000, 0xf00000}}, false},
+		{"malformed range", "zz-00a00000 r-xp 00000000 fd:01 42 " + exe, nil, true},
+		{"empty range", "00a00000-00a00000 r-xp 00000000 fd:01 42 " + exe, nil, true},
+		{"nothing of the binary", "00f40000-00f80000 rw-p 00000000 00:00 0\n", nil, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := readOnlyMappings(strings.NewReader(tt.maps), exe)
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("err = %v, want error: %v", err, tt.wantErr)
+			}
+			if !tt.wantErr && !slices.Equal(got, tt.want) {
+				t.Errorf("got %x, want %x", got, tt.want)
+			}
+		})
+	}
+}
+
+// A daemon that gave its start-up pages back pairs and runs a command as
+// before: the pages it needs fault back in.
+func TestE2EAnswersAfterPageOut(t *testing.T) {
+	t.Setenv(EnvNoPageOut, "")
+	e := newEnv(t)
+	e.pageOut = true
+	e.start()
+	e.pair()
+	e.say(owner, "!echo after pageout")
+	e.waitReply(owner.ID, "after pageout")
+	if out := e.logs.String(); !strings.Contains(out, "start-up pages given back") {
+		t.Errorf("no record of the page-out in the log:\n%s", out)
+	}
+}
