@@ -41,14 +41,19 @@ import (
 type options struct {
 	quick, json, keep bool
 	noModel           bool
-	runs              int
-	bin, dir          string
-	idle              time.Duration // start to idle RSS sample
-	warmup, turns     int           // quiet-chat turns
-	restarts          int           // restart start-ups per run
-	floodRate         int           // stranger messages a second
-	floodFor          time.Duration
-	strangers         int // distinct stranger chats
+	// cgroup puts the daemons in a memory cgroup of their own, after
+	// evicting the binary from the page cache, and reads what it is
+	// charged; dropCaches empties the page cache before the first turn
+	// after the idle sample.
+	cgroup, dropCaches bool
+	runs               int
+	bin, dir           string
+	idle               time.Duration // start to idle RSS sample
+	warmup, turns      int           // quiet-chat turns
+	restarts           int           // restart start-ups per run
+	floodRate          int           // stranger messages a second
+	floodFor           time.Duration
+	strangers          int // distinct stranger chats
 	// memWarmup and memTurns are the memory run's turns: its own daemon
 	// with the context held at memoryBudget; memTurns 0 skips it.
 	memWarmup, memTurns int
@@ -65,6 +70,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.dir, "dir", os.TempDir(), "where to create the temporary LATCH_HOMEs; keep the path short (Unix socket)")
 	fs.BoolVar(&o.noModel, "no-model", false, "configure no model: plain text gets latch's fixed hint instead of a turn with the instant fake model")
 	fs.BoolVar(&o.keep, "keep", false, "keep the temporary directory (binary, homes, daemon logs)")
+	fs.BoolVar(&o.cgroup, "cgroup", false, "run the daemons in a memory cgroup of their own (binary evicted from the page cache first) and report its memory.current")
+	fs.BoolVar(&o.dropCaches, "drop-caches", false, "echo 1 > /proc/sys/vm/drop_caches before the first turn after idle (root only)")
+	idle := fs.Duration("idle", 0, "start to the idle memory sample (default 10s; 3s with -quick)")
 	rate := fs.Int("flood-rate", 5000, "stranger messages a second in the flood (the budget is judged at 5000)")
 	memTurns := fs.Int("memory-turns", -1, "measured turns of the memory run, after 300 to fill its context (default 1000; 40 after 10 with -quick; 0 skips it)")
 	turns := fs.Int("turns", 0, "measured quiet turns per run, after the warm-up turns (default 200 after 50; 20 after 4 with -quick)")
@@ -88,6 +96,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if *turns != 0 {
 		o.turns = *turns
 	}
+	if *idle != 0 {
+		o.idle = *idle
+	}
 	if *memTurns >= 0 {
 		o.memTurns = *memTurns
 	}
@@ -97,9 +108,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 			o.runs = 1
 		}
 	}
-	if o.runs < 1 || o.runs > 50 || o.turns < 10 || o.turns > 100_000 || o.floodRate < 1 || o.floodRate > 100_000 ||
+	if o.runs < 1 || o.runs > 50 || o.idle < time.Second || o.idle > 24*time.Hour || o.turns < 10 || o.turns > 100_000 || o.floodRate < 1 || o.floodRate > 100_000 ||
 		o.memTurns != 0 && (o.memTurns < 10 || o.memTurns > 100_000) {
-		err := errors.New("-runs must be within 1…50, -turns and -memory-turns (unless 0) within 10…100000 and -flood-rate within 1…100000")
+		err := errors.New("-runs must be within 1…50, -idle within 1s…24h, -turns and -memory-turns (unless 0) within 10…100000 and -flood-rate within 1…100000")
 		fmt.Fprintln(stderr, "bench:", err)
 		return o, err
 	}
@@ -128,13 +139,19 @@ func main() {
 
 // runResult is everything one run measured.
 type runResult struct {
-	ColdStart  time.Duration   `json:"cold_start_ns"`
-	Restarts   []time.Duration `json:"restart_ns"`
-	Idle       memory          `json:"idle_memory"`
-	IdleCPU    time.Duration   `json:"idle_cpu_ns"`
-	IdleWindow time.Duration   `json:"idle_window_ns"`
-	Turns      turnsResult     `json:"turns"`
-	Flood      floodResult     `json:"flood"`
+	ColdStart time.Duration   `json:"cold_start_ns"`
+	Restarts  []time.Duration `json:"restart_ns"`
+	Idle      memory          `json:"idle_memory"`
+	// IdlePeak is the highest VmRSS read while idle (every idlePoll).
+	IdlePeak int64 `json:"idle_peak_rss_kib"`
+	// IdleCgroup and TurnsCgroup are the daemon's cgroup's charge at the
+	// idle sample and after the quiet turns (-cgroup; else 0).
+	IdleCgroup  int64         `json:"idle_cgroup_bytes"`
+	TurnsCgroup int64         `json:"turns_cgroup_bytes"`
+	IdleCPU     time.Duration `json:"idle_cpu_ns"`
+	IdleWindow  time.Duration `json:"idle_window_ns"`
+	Turns       turnsResult   `json:"turns"`
+	Flood       floodResult   `json:"flood"`
 }
 
 func run(ctx context.Context, o options, stdout, stderr io.Writer) error {
@@ -249,6 +266,17 @@ func oneRun(ctx context.Context, o options, bin, root string, n int, stderr io.W
 	if err := e.initHome(ctx); err != nil {
 		return r, err
 	}
+	if o.cgroup {
+		cg, err := newMemCgroup()
+		if err != nil {
+			return r, fmt.Errorf("-cgroup: %w", err)
+		}
+		defer cg.remove()
+		if err := evict(bin); err != nil {
+			return r, fmt.Errorf("-cgroup: evict the binary from the page cache: %w", err)
+		}
+		e.cgroup = cg
+	}
 	d, took, err := e.start(ctx)
 	if err != nil {
 		return r, err
@@ -260,14 +288,21 @@ func oneRun(ctx context.Context, o options, bin, root string, n int, stderr io.W
 		return r, err
 	}
 	idleFrom := time.Now()
-	if r.Idle, r.IdleCPU, err = e.idle(ctx, d); err != nil {
+	if r.Idle, r.IdlePeak, r.IdleCPU, err = e.idle(ctx, d); err != nil {
 		return r, err
 	}
 	r.IdleWindow = time.Since(idleFrom)
+	r.IdleCgroup = e.cgroupBytes()
+	if o.dropCaches {
+		if err := dropCaches(); err != nil {
+			return r, fmt.Errorf("-drop-caches: %w", err)
+		}
+	}
 	say("%d quiet turns (plain text and !true, about one post a second in the chat)", o.warmup+o.turns)
 	if r.Turns, err = e.turns(ctx, d, o.warmup, o.turns, 10); err != nil {
 		return r, err
 	}
+	r.TurnsCgroup = e.cgroupBytes()
 	say("stranger flood: %d msg/s from %d chats for %v", o.floodRate, o.strangers, o.floodFor)
 	if r.Flood, err = e.flood(ctx, d); err != nil {
 		return r, err

@@ -126,6 +126,9 @@ type memory struct {
 	Anon int64 `json:"rss_anon_kib"` // RssAnon: heap, stacks
 	File int64 `json:"rss_file_kib"` // RssFile: binary text and data, the bbolt mmap
 	Peak int64 `json:"hwm_kib"`      // VmHWM: the highest VmRSS so far
+	// Goroutines and Stacks (bytes) are from latch status, read at idle only.
+	Goroutines int64 `json:"goroutines,omitempty"`
+	Stacks     int64 `json:"stack_bytes,omitempty"`
 }
 
 func readMemory(pid int) (memory, error) {

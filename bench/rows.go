@@ -51,7 +51,7 @@ func startRows(o options, runs []runResult, per perRun) []row {
 		}
 	}
 	start := atMost(budgetStartMS, fmt.Sprintf("≤ %d ms", budgetStartMS))
-	return []row{
+	rows := []row{
 		newRow("start-up to ready, first start (new home)", "ms", per(func(r runResult) float64 { return ms(r.ColdStart) }), start,
 			"exec → status answers and first getUpdates"),
 		newRow("start-up to ready, restart", "ms", restarts, start, fmt.Sprintf("%d restarts, range over all", len(restarts))),
@@ -59,8 +59,19 @@ func startRows(o options, runs []runResult, per perRun) []row {
 			atMost(budgetIdleMB, fmt.Sprintf("≤ %d MB", budgetIdleMB)), ""),
 		newRow("  of which anonymous (heap, stacks)", "MB", per(func(r runResult) float64 { return mb(r.Idle.Anon) }), nil, "RssAnon"),
 		newRow("  of which file-backed (binary, bbolt)", "MB", per(func(r runResult) float64 { return mb(r.Idle.File) }), nil, "RssFile"),
+		newRow("  goroutines at idle", "", per(func(r runResult) float64 { return float64(r.Idle.Goroutines) }), nil,
+			fmt.Sprintf("their stacks: %.2f MB (latch status)", median(per(func(r runResult) float64 { return float64(r.Idle.Stacks) / 1e6 })))),
+		newRow("  highest VmRSS while idle", "MB", per(func(r runResult) float64 { return mb(r.IdlePeak) }), nil,
+			fmt.Sprintf("read every %v", idlePoll)),
 		newRow("idle CPU, paired → idle sample", "ms", per(func(r runResult) float64 { return ms(r.IdleCPU) }), nil, "utime+stime"),
 	}
+	if o.cgroup {
+		rows = append(rows,
+			newRow("service cgroup's charge at idle", "MB", per(func(r runResult) float64 { return float64(r.IdleCgroup) / 1e6 }), nil,
+				"memory.current (v1: usage_in_bytes), page cache included"),
+			newRow("service cgroup's charge after the quiet turns", "MB", per(func(r runResult) float64 { return float64(r.TurnsCgroup) / 1e6 }), nil, ""))
+	}
+	return rows
 }
 
 // turnRows are the quiet chat's latencies and what its turns cost.
@@ -70,8 +81,17 @@ func turnRows(o options, runs []runResult, per perRun) []row {
 	if o.noModel {
 		plain, plainNote = "plain text (no model) → answer", fmt.Sprintf("%d/run; latch's fixed hint", n)
 	}
-	rows := latency("plain text → first request (typing)", fmt.Sprintf("%d/run; the issue's per-message overhead", n),
-		per, func(r runResult) []time.Duration { return firsts(r.Turns.Plain) }, true)
+	after := fmt.Sprintf("first plain text after %v idle", o.idle)
+	if o.dropCaches {
+		after += ", page cache dropped"
+	}
+	rows := []row{
+		newRow(after+" → first request (typing)", "ms", per(func(r runResult) float64 { return ms(r.Turns.First.first) }), nil, "one a run"),
+		newRow(after+" → answer", "ms", per(func(r runResult) float64 { return ms(r.Turns.First.reply) }),
+			atMost(budgetP50MS+5, fmt.Sprintf("≤ %d ms", budgetP50MS+5)), "the answer budget + 5 ms"),
+	}
+	rows = append(rows, latency("plain text → first request (typing)", fmt.Sprintf("%d/run; the issue's per-message overhead", n),
+		per, func(r runResult) []time.Duration { return firsts(r.Turns.Plain) }, true)...)
 	rows = append(rows, latency(plain, plainNote, per, func(r runResult) []time.Duration { return replies(r.Turns.Plain) }, true)...)
 	rows = append(rows, newRow("  p50 drift: last tenth ÷ first tenth of the turns", "×", per(func(r runResult) float64 {
 		ds := replies(r.Turns.Plain)

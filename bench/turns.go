@@ -141,6 +141,9 @@ func (p *pacer) done(s sample) {
 // turnsResult is the quiet-chat phase: latencies, and what 1,000 handled
 // messages cost in memory and store.
 type turnsResult struct {
+	// First is the first turn, plain text, right after the idle sample:
+	// the first reply after a long idle.
+	First    sample   `json:"-"`
 	Plain    []sample `json:"-"`
 	Cmd      []sample `json:"-"`
 	Turns    int      `json:"turns"`
@@ -182,6 +185,7 @@ func (e *env) turns(ctx context.Context, d *daemon, warmup, n, samples int) (tur
 	if err != nil {
 		return turnsResult{}, err
 	}
+	var first sample
 	for i := range warmup {
 		if err := p.wait(ctx); err != nil {
 			return turnsResult{}, err
@@ -191,12 +195,15 @@ func (e *env) turns(ctx context.Context, d *daemon, warmup, n, samples int) (tur
 			return turnsResult{}, err
 		}
 		p.done(s)
+		if i == 0 {
+			first = s
+		}
 	}
 	warm, err := readMemory(d.pid)
 	if err != nil {
 		return turnsResult{}, err
 	}
-	r := turnsResult{Turns: n, Cold: cold, Warm: warm, DBBefore: fileSize(e.dbPath())}
+	r := turnsResult{First: first, Turns: n, Cold: cold, Warm: warm, DBBefore: fileSize(e.dbPath())}
 	every := max(n/samples, 1)
 	for i := 0; i < n; i++ {
 		if err := r.sample(ctx, d, i, i%every == 0); err != nil {

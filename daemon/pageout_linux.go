@@ -61,7 +61,24 @@ func giveBackStartup() pageOutResult {
 		r.Mappings++
 		r.Bytes += uint64(m.end - m.start)
 	}
+	if err := evictFile(exe); err != nil && r.Err == nil {
+		r.Err = err
+	}
 	return r
+}
+
+// evictFile drops path's pages that no process maps from the page cache:
+// read-ahead brought in more of the binary at start than was ever mapped.
+func evictFile(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED); err != nil {
+		return fmt.Errorf("fadvise %s: %w", path, err)
+	}
+	return nil
 }
 
 type addrRange struct{ start, end uintptr }
