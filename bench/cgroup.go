@@ -80,6 +80,11 @@ func evict(path string) error {
 		return err
 	}
 	defer f.Close()
+	// A binary just built or copied may still be dirty in the cache, and
+	// the kernel drops only clean pages.
+	if err := f.Sync(); err != nil {
+		return err
+	}
 	return unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED)
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/latchd/latch/agent/provider/openai/openaitest"
 	"github.com/latchd/latch/config"
 	"github.com/latchd/latch/control"
+	"github.com/latchd/latch/gateways/discord/discordtest"
 	"github.com/latchd/latch/gateways/telegram/telegramtest"
 )
 
@@ -44,7 +45,8 @@ type env struct {
 	home string
 	log  string
 	tg   *telegramtest.Server
-	ai   *openaitest.Server // nil with -no-model
+	ai   *openaitest.Server  // nil with -no-model
+	dc   *discordtest.Server // nil: no Discord gateway
 	// contextBudget is agent.context_budget; 0 keeps latch's default.
 	contextBudget int
 	// cgroup is the memory cgroup the daemons start in (-cgroup), or nil.
@@ -79,6 +81,9 @@ func (e *env) environ() []string {
 		if v, ok := os.LookupEnv(k); ok {
 			out = append(out, k+"="+v)
 		}
+	}
+	if e.dc != nil {
+		out = append(out, discordEnviron(e.dc)...)
 	}
 	return append(out,
 		config.EnvHome+"="+e.home,

@@ -46,14 +46,17 @@ type options struct {
 	// charged; dropCaches empties the page cache before the first turn
 	// after the idle sample.
 	cgroup, dropCaches bool
-	runs               int
-	bin, dir           string
-	idle               time.Duration // start to idle RSS sample
-	warmup, turns      int           // quiet-chat turns
-	restarts           int           // restart start-ups per run
-	floodRate          int           // stranger messages a second
-	floodFor           time.Duration
-	strangers          int // distinct stranger chats
+	// ratios runs the floor bot and the every-gateway daemon, for the
+	// budgets stated as ratios to the floor.
+	ratios        bool
+	runs          int
+	bin, dir      string
+	idle          time.Duration // start to idle RSS sample
+	warmup, turns int           // quiet-chat turns
+	restarts      int           // restart start-ups per run
+	floodRate     int           // stranger messages a second
+	floodFor      time.Duration
+	strangers     int // distinct stranger chats
 	// memWarmup and memTurns are the memory run's turns: its own daemon
 	// with the context held at memoryBudget; memTurns 0 skips it.
 	memWarmup, memTurns int
@@ -72,6 +75,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.keep, "keep", false, "keep the temporary directory (binary, homes, daemon logs)")
 	fs.BoolVar(&o.cgroup, "cgroup", false, "run the daemons in a memory cgroup of their own (binary evicted from the page cache first) and report its memory.current")
 	fs.BoolVar(&o.dropCaches, "drop-caches", false, "echo 1 > /proc/sys/vm/drop_caches before the first turn after idle (root only)")
+	fs.BoolVar(&o.ratios, "ratios", true, "run the floor bot (bench/floor) and a daemon with every gateway latched, each idle as long as latch, for the ratio budgets")
 	idle := fs.Duration("idle", 0, "start to the idle memory sample (default 10s; 3s with -quick)")
 	rate := fs.Int("flood-rate", 5000, "stranger messages a second in the flood (the budget is judged at 5000)")
 	memTurns := fs.Int("memory-turns", -1, "measured turns of the memory run, after 300 to fill its context (default 1000; 40 after 10 with -quick; 0 skips it)")
@@ -151,7 +155,11 @@ type runResult struct {
 	IdleCPU     time.Duration `json:"idle_cpu_ns"`
 	IdleWindow  time.Duration `json:"idle_window_ns"`
 	Turns       turnsResult   `json:"turns"`
-	Flood       floodResult   `json:"flood"`
+	// Floor is the floor bot's run just before latch's (bench/floor).
+	Floor floorResult `json:"floor"`
+	// AllIdle is idle memory with every gateway configured and latched.
+	AllIdle memory      `json:"all_gateways_idle_memory"`
+	Flood   floodResult `json:"flood"`
 }
 
 func run(ctx context.Context, o options, stdout, stderr io.Writer) error {
@@ -171,13 +179,18 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
+	fmt.Fprintln(stderr, "bench: go build ./bench/floor")
+	floor, err := buildFloor(ctx, root)
+	if err != nil {
+		return err
+	}
 	m, err := newMeta(o, bin, root)
 	if err != nil {
 		return err
 	}
 	var runs []runResult
 	for i := 1; i <= o.runs; i++ {
-		r, err := oneRun(ctx, o, bin, root, i, stderr)
+		r, err := oneRun(ctx, o, bin, floor, root, i, stderr)
 		if err != nil {
 			return fmt.Errorf("run %d: %w", i, err)
 		}
@@ -248,7 +261,7 @@ func memoryRun(ctx context.Context, o options, bin, root string, stderr io.Write
 
 // oneRun measures one fresh home: a first start, pairing, idle memory, the
 // quiet turns, the flood, then restarts on the now well-used home.
-func oneRun(ctx context.Context, o options, bin, root string, n int, stderr io.Writer) (runResult, error) {
+func oneRun(ctx context.Context, o options, bin, floor, root string, n int, stderr io.Writer) (runResult, error) {
 	tg := newFake()
 	defer tg.Close()
 	var ai *openaitest.Server
@@ -263,6 +276,13 @@ func oneRun(ctx context.Context, o options, bin, root string, n int, stderr io.W
 		fmt.Fprintf(stderr, "bench: run %d/%d: "+format+"\n", append([]any{n, o.runs}, args...)...)
 	}
 	var r runResult
+	if o.ratios {
+		say("floor bot: idle until %v after start, then %d plain texts", o.idle, o.warmup/2+o.turns/2)
+		var err error
+		if r.Floor, err = floorRun(ctx, o, floor, filepath.Join(root, fmt.Sprintf("floor%d.log", n))); err != nil {
+			return r, err
+		}
+	}
 	if err := e.initHome(ctx); err != nil {
 		return r, err
 	}
@@ -308,6 +328,12 @@ func oneRun(ctx context.Context, o options, bin, root string, n int, stderr io.W
 		return r, err
 	}
 	d.stop()
+	if o.ratios {
+		say("Telegram and Discord latched at once, idle until %v after start", o.idle)
+		if r.AllIdle, err = allGatewaysRun(ctx, o, bin, root, n); err != nil {
+			return r, fmt.Errorf("every gateway: %w", err)
+		}
+	}
 	say("%d restarts", o.restarts)
 	for range o.restarts {
 		d, took, err := e.start(ctx)

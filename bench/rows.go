@@ -38,6 +38,7 @@ func buildRows(o options, m meta, runs []runResult, mem *turnsResult) []row {
 	rows := []row{newRow("binary size", "MB", []float64{float64(m.BinaryBytes) / 1e6}, nil, "CGO_ENABLED=0 go build -trimpath -ldflags=\"-s -w\"")}
 	rows = append(rows, startRows(o, runs, per)...)
 	rows = append(rows, turnRows(o, runs, per)...)
+	rows = append(rows, floorRows(o, per)...)
 	rows = append(rows, memoryRows(o, mem)...)
 	return append(rows, floodRows(o, runs, per)...)
 }
@@ -115,6 +116,52 @@ func turnRows(o options, runs []runResult, per perRun) []row {
 		newRow("  live heap slope, as of each sample's last collection", "KiB/1k", per(func(r runResult) float64 { return r.Turns.SlopeHeapKiB }), nil,
 			"status memory.heap_live_bytes"))
 	return rows
+}
+
+// Budgets of issue 27, as ratios to the floor bot in the same run.
+const (
+	budgetIdleFloor    = 1.6 // idle RSS, Telegram only
+	budgetAllIdleFloor = 2.0 // idle RSS, every gateway latched
+	budgetAnswerFloor  = 2.0 // answer p50 ÷ the floor's reply p50
+	budgetTypingFloor  = 1.5 // first request p50 ÷ the floor's
+	budgetStartFloor   = 1.3 // start-up ÷ the floor's
+)
+
+// floorRows are the floor bot's figures and latch's as ratios to them, run
+// by run: a bare Go long-poll echo bot on the same fake, measured just
+// before latch, so the machine's load of the moment weighs on both.
+func floorRows(o options, per perRun) []row {
+	if !o.ratios {
+		return nil
+	}
+	ratio := func(limit float64) *budget { return atMost(limit, fmt.Sprintf("≤ %.1f×", limit)) }
+	floorP50 := func(r runResult, f func([]sample) []time.Duration) float64 {
+		return ms(quantile(f(r.Floor.Turns), 0.5))
+	}
+	latchP50 := func(r runResult, f func([]sample) []time.Duration) float64 {
+		return ms(quantile(f(r.Turns.Plain), 0.5))
+	}
+	return []row{
+		newRow("floor bot: start-up, exec → first getUpdates", "ms", per(func(r runResult) float64 { return ms(r.Floor.Start) }), nil,
+			"bench/floor: net/http long poll + encoding/json, nothing else"),
+		newRow(fmt.Sprintf("floor bot: idle RSS, %v after start", o.idle), "MB", per(func(r runResult) float64 { return mb(r.Floor.Idle.RSS) }), nil,
+			"VmRSS"),
+		newRow("floor bot: text → first request (typing) p50", "ms", per(func(r runResult) float64 { return floorP50(r, firsts) }), nil,
+			"sendChatAction"),
+		newRow("floor bot: text → reply p50", "ms", per(func(r runResult) float64 { return floorP50(r, replies) }), nil, "sendMessage"),
+		newRow("start-up ÷ floor's (first start)", "×", per(func(r runResult) float64 { return float64(r.ColdStart) / float64(r.Floor.Start) }),
+			ratio(budgetStartFloor), "same run"),
+		newRow("idle RSS ÷ floor's, Telegram only", "×", per(func(r runResult) float64 { return float64(r.Idle.RSS) / float64(r.Floor.Idle.RSS) }),
+			ratio(budgetIdleFloor), ""),
+		newRow("idle RSS, Telegram and Discord latched", "MB", per(func(r runResult) float64 { return mb(r.AllIdle.RSS) }), nil,
+			"every gateway latch has, configured and latched at once"),
+		newRow("idle RSS ÷ floor's, every gateway latched", "×", per(func(r runResult) float64 { return float64(r.AllIdle.RSS) / float64(r.Floor.Idle.RSS) }),
+			ratio(budgetAllIdleFloor), ""),
+		newRow("plain text first request (typing) p50 ÷ floor's", "×", per(func(r runResult) float64 { return latchP50(r, firsts) / floorP50(r, firsts) }),
+			ratio(budgetTypingFloor), ""),
+		newRow("plain text answer p50 ÷ floor's reply p50", "×", per(func(r runResult) float64 { return latchP50(r, replies) / floorP50(r, replies) }),
+			ratio(budgetAnswerFloor), "latch: a model call on loopback and durable commits; the floor: none"),
+	}
 }
 
 // memoryRows are the memory run's: the issue's 1,000 turns with the

@@ -97,21 +97,31 @@ func (e *env) turn(ctx context.Context, d *daemon, k turnKind) (sample, error) {
 	default:
 		e.ai.Script(openaitest.Text(modelAnswer))
 	}
-	p, nAct := newPosted(e.tg), e.tg.Count("sendChatAction")
+	s, err := exchange(ctx, e.tg, text, want)
+	if err != nil {
+		return s, d.failure(err.Error())
+	}
+	return s, nil
+}
+
+// exchange pushes text from the owner into tg and waits for the bot's
+// message or edit containing want.
+func exchange(ctx context.Context, tg *telegramtest.Server, text, want string) (sample, error) {
+	p, nAct := newPosted(tg), tg.Count("sendChatAction")
 	t0 := time.Now()
-	e.tg.SendText(ownerChat, owner, text)
+	tg.SendText(ownerChat, owner, text)
 	ctx, cancel := context.WithTimeout(ctx, turnTimeout)
 	defer cancel()
-	if err := e.tg.Wait(ctx, func() bool { return p.answered(want) }); err != nil {
-		return sample{}, d.failure(fmt.Sprintf("no answer to %q containing %q: %v", text, want, err))
+	if err := tg.Wait(ctx, func() bool { return p.answered(want) }); err != nil {
+		return sample{}, fmt.Errorf("no answer to %q containing %q: %v", text, want, err)
 	}
 	// Times as the fake stamped the requests' arrival, not when this
 	// goroutine woke.
 	s := sample{first: p.found.Time.Sub(t0), reply: p.found.Time.Sub(t0), posts: p.posts}
-	if msgs := e.tg.Calls("sendMessage"); len(msgs) > p.nMsg && msgs[p.nMsg].Time.Sub(t0) < s.first {
+	if msgs := tg.Calls("sendMessage"); len(msgs) > p.nMsg && msgs[p.nMsg].Time.Sub(t0) < s.first {
 		s.first = msgs[p.nMsg].Time.Sub(t0)
 	}
-	if acts := e.tg.Calls("sendChatAction"); len(acts) > nAct && acts[nAct].Time.Sub(t0) < s.first {
+	if acts := tg.Calls("sendChatAction"); len(acts) > nAct && acts[nAct].Time.Sub(t0) < s.first {
 		s.first = acts[nAct].Time.Sub(t0)
 	}
 	return s, nil
