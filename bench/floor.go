@@ -4,9 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"time"
 )
 
@@ -21,19 +19,7 @@ type floorResult struct {
 
 // buildFloor compiles bench/floor with the release flags latch is built with.
 func buildFloor(ctx context.Context, dir string) (string, error) {
-	out, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
-	mod := strings.TrimSpace(string(out))
-	if err != nil || mod == "" || mod == os.DevNull {
-		return "", fmt.Errorf("find the module (run bench from the latch repository): %v", err)
-	}
-	bin := filepath.Join(dir, "floor")
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags=-s -w", "-o", bin, "./bench/floor")
-	cmd.Dir = filepath.Dir(mod)
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build ./bench/floor: %w\n%s", err, out)
-	}
-	return bin, nil
+	return goBuild(ctx, filepath.Join(dir, "floor"), "./bench/floor", "-s -w")
 }
 
 // floorRun starts the floor bot on a fake of its own, reads its memory at

@@ -48,7 +48,9 @@ type options struct {
 	cgroup, dropCaches bool
 	// ratios runs the floor bot and the every-gateway daemon, for the
 	// budgets stated as ratios to the floor.
-	ratios        bool
+	ratios bool
+	// costs writes the cost table into bench/README.md (needs ratios).
+	costs         bool
 	runs          int
 	bin, dir      string
 	idle          time.Duration // start to idle RSS sample
@@ -76,6 +78,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.cgroup, "cgroup", false, "run the daemons in a memory cgroup of their own (binary evicted from the page cache first) and report its memory.current")
 	fs.BoolVar(&o.dropCaches, "drop-caches", false, "echo 1 > /proc/sys/vm/drop_caches before the first turn after idle (root only)")
 	fs.BoolVar(&o.ratios, "ratios", true, "run the floor bot (bench/floor) and a daemon with every gateway latched, each idle as long as latch, for the ratio budgets")
+	fs.BoolVar(&o.costs, "costs", false, "write what each dependency and gateway costs into bench/README.md, between its costs markers")
 	idle := fs.Duration("idle", 0, "start to the idle memory sample (default 10s; 3s with -quick)")
 	rate := fs.Int("flood-rate", 5000, "stranger messages a second in the flood (the budget is judged at 5000)")
 	memTurns := fs.Int("memory-turns", -1, "measured turns of the memory run, after 300 to fill its context (default 1000; 40 after 10 with -quick; 0 skips it)")
@@ -111,6 +114,11 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		if o.quick {
 			o.runs = 1
 		}
+	}
+	if o.costs && !o.ratios {
+		err := errors.New("-costs needs the floor bot and the every-gateway daemon: drop -ratios=false")
+		fmt.Fprintln(stderr, "bench:", err)
+		return o, err
 	}
 	if o.runs < 1 || o.runs > 50 || o.idle < time.Second || o.idle > 24*time.Hour || o.turns < 10 || o.turns > 100_000 || o.floodRate < 1 || o.floodRate > 100_000 ||
 		o.memTurns != 0 && (o.memTurns < 10 || o.memTurns > 100_000) {
@@ -203,6 +211,12 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) error {
 			return fmt.Errorf("memory run: %w", err)
 		}
 		mem = &r
+	}
+	if o.costs {
+		if err := refreshCosts(ctx, m, root, runs); err != nil {
+			return fmt.Errorf("-costs: %w", err)
+		}
+		fmt.Fprintln(stderr, "bench: wrote the cost table into bench/README.md")
 	}
 	rep := report{Meta: m, Rows: buildRows(o, m, runs, mem), Runs: runs, Memory: mem}
 	if o.json {

@@ -20,21 +20,35 @@ import (
 // Linux fixes it at 100 on every architecture Go supports.
 const clockTick = 10 * time.Millisecond
 
-// build compiles ./cmd/latch of the module bench runs in into dir.
-func build(ctx context.Context, dir string) (string, error) {
+// moduleRoot is the directory of the module bench runs in.
+func moduleRoot(ctx context.Context) (string, error) {
 	out, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
 	mod := strings.TrimSpace(string(out))
 	if err != nil || mod == "" || mod == os.DevNull {
 		return "", fmt.Errorf("find the module (run bench from the latch repository): %v", err)
 	}
-	bin := filepath.Join(dir, "latch")
+	return filepath.Dir(mod), nil
+}
+
+// build compiles ./cmd/latch of the module bench runs in into dir.
+func build(ctx context.Context, dir string) (string, error) {
 	// The release build the README gives: static (no cgo, so no libc
 	// mapped in), without symbol table and DWARF.
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags=-s -w", "-o", bin, "./cmd/latch")
-	cmd.Dir = filepath.Dir(mod)
+	return goBuild(ctx, filepath.Join(dir, "latch"), "./cmd/latch", "-s -w")
+}
+
+// goBuild compiles pkg of the module into bin, statically (no cgo) and
+// with ldflags.
+func goBuild(ctx context.Context, bin, pkg, ldflags string) (string, error) {
+	root, err := moduleRoot(ctx)
+	if err != nil {
+		return "", err
+	}
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags="+ldflags, "-o", bin, pkg)
+	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build ./cmd/latch: %w\n%s", err, out)
+		return "", fmt.Errorf("go build %s: %w\n%s", pkg, err, out)
 	}
 	return bin, nil
 }
