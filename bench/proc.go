@@ -165,21 +165,41 @@ func readMemory(pid int) (memory, error) {
 	return m, nil
 }
 
-// cpuTime is utime+stime of a process (its own threads, not its children).
-func cpuTime(pid int) (time.Duration, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+// majorFaults is a process's count of page faults that read from disk
+// (majflt, field 12 of /proc/<pid>/stat).
+func majorFaults(pid int) (int64, error) {
+	f, err := statFields(pid)
 	if err != nil {
 		return 0, err
 	}
+	return strconv.ParseInt(f[9], 10, 64)
+}
+
+// statFields are the fields of /proc/<pid>/stat from field 3 (state) on.
+func statFields(pid int) ([]string, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return nil, err
+	}
 	// The command name may hold spaces and parentheses: fields start after
-	// the last ')'. Field 3 (state) is then index 0; utime is field 14.
+	// the last ')'.
 	i := bytes.LastIndexByte(b, ')')
 	if i < 0 {
-		return 0, errors.New("malformed /proc stat")
+		return nil, errors.New("malformed /proc stat")
 	}
 	f := strings.Fields(string(b[i+1:]))
 	if len(f) < 13 {
-		return 0, errors.New("short /proc stat")
+		return nil, errors.New("short /proc stat")
+	}
+	return f, nil
+}
+
+// cpuTime is utime+stime of a process (its own threads, not its children).
+func cpuTime(pid int) (time.Duration, error) {
+	// Field 3 (state) is index 0; utime is field 14.
+	f, err := statFields(pid)
+	if err != nil {
+		return 0, err
 	}
 	u, err1 := strconv.ParseInt(f[11], 10, 64)
 	s, err2 := strconv.ParseInt(f[12], 10, 64)

@@ -90,6 +90,8 @@ func turnRows(o options, runs []runResult, per perRun) []row {
 		newRow(after+" → first request (typing)", "ms", per(func(r runResult) float64 { return ms(r.Turns.First.first) }), nil, "one a run"),
 		newRow(after+" → answer", "ms", per(func(r runResult) float64 { return ms(r.Turns.First.reply) }),
 			atMost(budgetP50MS+5, fmt.Sprintf("≤ %d ms", budgetP50MS+5)), "the answer budget + 5 ms"),
+		newRow("  pages read from disk during it", "", per(func(r runResult) float64 { return float64(r.Turns.FirstFaults) }), nil,
+			"the daemon's majflt; each is a page the page cache did not have"),
 	}
 	rows = append(rows, latency("plain text → first request (typing)", fmt.Sprintf("%d/run; the issue's per-message overhead", n),
 		per, func(r runResult) []time.Duration { return firsts(r.Turns.Plain) }, true)...)

@@ -153,14 +153,17 @@ func (p *pacer) done(s sample) {
 type turnsResult struct {
 	// First is the first turn, plain text, right after the idle sample:
 	// the first reply after a long idle.
-	First    sample   `json:"-"`
-	Plain    []sample `json:"-"`
-	Cmd      []sample `json:"-"`
-	Turns    int      `json:"turns"`
-	Cold     memory   `json:"memory_before_warmup"`
-	Warm     memory   `json:"memory_after_warmup"`
-	DBBefore int64    `json:"db_before_bytes"`
-	DBAfter  int64    `json:"db_after_bytes"`
+	First sample `json:"-"`
+	// FirstFaults are the daemon's major faults (pages read from disk)
+	// during the first turn.
+	FirstFaults int64    `json:"first_turn_major_faults"`
+	Plain       []sample `json:"-"`
+	Cmd         []sample `json:"-"`
+	Turns       int      `json:"turns"`
+	Cold        memory   `json:"memory_before_warmup"`
+	Warm        memory   `json:"memory_after_warmup"`
+	DBBefore    int64    `json:"db_before_bytes"`
+	DBAfter     int64    `json:"db_after_bytes"`
 	// RSSAt and RSSKiB are RSS before every measured turn and after the
 	// last: between collections the heap breathes by a few hundred KiB,
 	// so a sample a turn is what makes a trend of a few hundred KiB per
@@ -196,24 +199,27 @@ func (e *env) turns(ctx context.Context, d *daemon, warmup, n, samples int) (tur
 		return turnsResult{}, err
 	}
 	var first sample
+	var faults int64
 	for i := range warmup {
 		if err := p.wait(ctx); err != nil {
 			return turnsResult{}, err
 		}
+		f0, _ := majorFaults(d.pid)
 		s, err := e.turn(ctx, d, kind(i))
 		if err != nil {
 			return turnsResult{}, err
 		}
 		p.done(s)
 		if i == 0 {
-			first = s
+			f1, _ := majorFaults(d.pid)
+			first, faults = s, f1-f0
 		}
 	}
 	warm, err := readMemory(d.pid)
 	if err != nil {
 		return turnsResult{}, err
 	}
-	r := turnsResult{First: first, Turns: n, Cold: cold, Warm: warm, DBBefore: fileSize(e.dbPath())}
+	r := turnsResult{First: first, FirstFaults: faults, Turns: n, Cold: cold, Warm: warm, DBBefore: fileSize(e.dbPath())}
 	every := max(n/samples, 1)
 	for i := 0; i < n; i++ {
 		if err := r.sample(ctx, d, i, i%every == 0); err != nil {
