@@ -21,17 +21,24 @@ import (
 // For each read-only mapping of the executable (never a writable one: its
 // pages may hold data the program wrote), it sets MADV_RANDOM, which turns
 // off read-ahead on the faults that follow, then MADV_PAGEOUT, which
-// unmaps the pages and drops them from the page cache, so they leave
-// VmRSS and the service cgroup's memory.current together. What idle then
-// touches comes back a page at a time: fault-around maps only pages still
-// in the page cache (Linux 6.x's should_fault_around does not look at
+// unmaps the pages and drops them from the page cache; then it drops what
+// is left of the file in the page cache that nothing maps (read-ahead
+// brought in more than was mapped). So the pages leave VmRSS and the
+// service cgroup's memory.current together. What the daemon touches next
+// comes back a page at a time: fault-around maps only pages still in the
+// page cache (Linux 6.x's should_fault_around does not look at
 // MADV_RANDOM; it is read-ahead that would bring the window back).
 //
 // The kernel pages out file pages only for a caller that owns the file or
-// may write it (mm/madvise.c, can_do_file_pageout), and never pages that
-// another process maps too; otherwise the call succeeds and changes
-// nothing. It is advice: an error is reported, never fatal, and the
-// program runs on as before. LATCH_NO_PAGEOUT=1 turns it off.
+// may write it (mm/madvise.c, can_do_file_pageout); for a binary root owns
+// and a daemon running as its user it silently changes nothing. There
+// MADV_DONTNEED unmaps the pages instead, and the eviction that follows
+// drops them from the page cache. MADV_DONTNEED would also drop a copied
+// page of the text (a debugger's breakpoint), so a traced daemon keeps
+// its pages. Neither evicts a page another process maps too.
+//
+// It is advice: an error is reported, never fatal, and the program runs
+// on as before. LATCH_NO_PAGEOUT=1 turns it off.
 func giveBackStartup() pageOutResult {
 	if os.Getenv(EnvNoPageOut) == "1" {
 		return pageOutResult{Skipped: EnvNoPageOut + "=1"}
@@ -40,6 +47,19 @@ func giveBackStartup() pageOutResult {
 	if err != nil {
 		return pageOutResult{Skipped: "no /proc/self/exe", Err: err}
 	}
+	advice := unix.MADV_PAGEOUT
+	if !mayPageOut(exe) {
+		if traced() {
+			return pageOutResult{Skipped: "traced by a debugger"}
+		}
+		advice = unix.MADV_DONTNEED
+	}
+	return giveBack(exe, advice)
+}
+
+// giveBack advises MADV_RANDOM and then advice over the read-only mappings
+// of exe, and evicts exe from the page cache.
+func giveBack(exe string, advice int) pageOutResult {
 	maps, err := os.Open("/proc/self/maps")
 	if err != nil {
 		return pageOutResult{Skipped: "no /proc/self/maps", Err: err}
@@ -51,10 +71,10 @@ func giveBackStartup() pageOutResult {
 	}
 	var r pageOutResult
 	for _, m := range ranges {
-		for _, advice := range []int{unix.MADV_RANDOM, unix.MADV_PAGEOUT} {
+		for _, a := range []int{unix.MADV_RANDOM, advice} {
 			// Raw addresses from /proc, not Go pointers: no []byte may
 			// cover the program's own text.
-			if _, _, errno := unix.Syscall(unix.SYS_MADVISE, m.start, m.end-m.start, uintptr(advice)); errno != 0 && r.Err == nil {
+			if _, _, errno := unix.Syscall(unix.SYS_MADVISE, m.start, m.end-m.start, uintptr(a)); errno != 0 && r.Err == nil {
 				r.Err = fmt.Errorf("madvise %#x-%#x: %w", m.start, m.end, errno)
 			}
 		}
@@ -65,6 +85,35 @@ func giveBackStartup() pageOutResult {
 		r.Err = err
 	}
 	return r
+}
+
+// mayPageOut reports whether the kernel pages out path's pages for this
+// process: it owns the file, may write it, or has CAP_FOWNER (root).
+func mayPageOut(path string) bool {
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		return false
+	}
+	euid := os.Geteuid()
+	return euid == 0 || int(st.Uid) == euid || unix.Access(path, unix.W_OK) == nil
+}
+
+// traced reports whether a debugger is attached (TracerPid in
+// /proc/self/status); when unsure, it says so.
+func traced() bool {
+	b, err := os.ReadFile("/proc/self/status")
+	return err != nil || tracedIn(string(b))
+}
+
+// tracedIn reads TracerPid from the text of /proc/<pid>/status; without
+// one it says traced.
+func tracedIn(status string) bool {
+	for line := range strings.Lines(status) {
+		if v, ok := strings.CutPrefix(line, "TracerPid:"); ok {
+			return strings.TrimSpace(v) != "0"
+		}
+	}
+	return true
 }
 
 // evictFile drops path's pages that no process maps from the page cache:

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // rssFileKiB is RssFile of this process, from /proc/self/status.
@@ -31,9 +33,35 @@ func rssFileKiB(t *testing.T) int64 {
 	return 0
 }
 
+// populate maps every page of the test binary's read-only mappings (as a
+// long-running daemon would have most of them), so a test sees them go
+// whatever ran before it.
+func populate(t *testing.T) {
+	t.Helper()
+	exe, err := os.Readlink("/proc/self/exe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	maps, err := os.Open("/proc/self/maps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer maps.Close()
+	ranges, err := readOnlyMappings(maps, exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range ranges {
+		if _, _, errno := unix.Syscall(unix.SYS_MADVISE, m.start, m.end-m.start, unix.MADV_POPULATE_READ); errno != 0 {
+			t.Fatalf("MADV_POPULATE_READ: %v", errno)
+		}
+	}
+}
+
 // The pages of this test binary leave RssFile: the kernel took the advice.
 func TestGiveBackStartupReturnsBinaryPages(t *testing.T) {
 	t.Setenv(EnvNoPageOut, "")
+	populate(t)
 	before := rssFileKiB(t)
 	r := giveBackStartup()
 	after := rssFileKiB(t)
@@ -44,6 +72,37 @@ func TestGiveBackStartupReturnsBinaryPages(t *testing.T) {
 	// runs from here on faults back a few pages.
 	if after > before-1024 {
 		t.Errorf("RssFile %d KiB before, %d KiB after: want at least 1 MiB given back", before, after)
+	}
+}
+
+// A daemon that may not page out its binary (root owns it, the daemon runs
+// as its user) unmaps the pages instead: they leave RssFile all the same.
+func TestGiveBackUnmapsWhereItMayNotPageOut(t *testing.T) {
+	exe, err := os.Readlink("/proc/self/exe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	populate(t)
+	before := rssFileKiB(t)
+	r := giveBack(exe, unix.MADV_DONTNEED)
+	after := rssFileKiB(t)
+	if r.Skipped != "" || r.Err != nil || r.Mappings < 2 {
+		t.Fatalf("giveBack = %+v, want the read-only mappings of the binary advised without error", r)
+	}
+	if after > before-1024 {
+		t.Errorf("RssFile %d KiB before, %d KiB after: want at least 1 MiB given back", before, after)
+	}
+}
+
+func TestTracedIn(t *testing.T) {
+	for status, want := range map[string]bool{
+		"Name:\tlatch\nTracerPid:\t0\nUid:\t1000\n":    false,
+		"Name:\tlatch\nTracerPid:\t4242\nUid:\t1000\n": true,
+		"Name:\tlatch\n": true, // unsure: keep the pages
+	} {
+		if got := tracedIn(status); got != want {
+			t.Errorf("tracedIn(%q) = %v, want %v", status, got, want)
+		}
 	}
 }
 
