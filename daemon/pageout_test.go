@@ -58,39 +58,36 @@ func populate(t *testing.T) {
 	}
 }
 
-// The pages of this test binary leave RssFile: the kernel took the advice.
-func TestGiveBackStartupReturnsBinaryPages(t *testing.T) {
+// The pages of this test binary leave RssFile: the kernel took the advice,
+// paged out (the process may) or unmapped (a daemon that may not page out
+// its binary: root owns it, the daemon runs as its user).
+func TestGiveBackReturnsBinaryPages(t *testing.T) {
 	t.Setenv(EnvNoPageOut, "")
-	populate(t)
-	before := rssFileKiB(t)
-	r := giveBackStartup()
-	after := rssFileKiB(t)
-	if r.Skipped != "" || r.Err != nil || r.Mappings < 2 {
-		t.Fatalf("giveBackStartup = %+v, want the read-only mappings of the binary advised without error", r)
-	}
-	// The test binary's text alone is several MB resident by now; what
-	// runs from here on faults back a few pages.
-	if after > before-1024 {
-		t.Errorf("RssFile %d KiB before, %d KiB after: want at least 1 MiB given back", before, after)
-	}
-}
-
-// A daemon that may not page out its binary (root owns it, the daemon runs
-// as its user) unmaps the pages instead: they leave RssFile all the same.
-func TestGiveBackUnmapsWhereItMayNotPageOut(t *testing.T) {
 	exe, err := os.Readlink("/proc/self/exe")
 	if err != nil {
 		t.Fatal(err)
 	}
-	populate(t)
-	before := rssFileKiB(t)
-	r := giveBack(exe, unix.MADV_DONTNEED)
-	after := rssFileKiB(t)
-	if r.Skipped != "" || r.Err != nil || r.Mappings < 2 {
-		t.Fatalf("giveBack = %+v, want the read-only mappings of the binary advised without error", r)
-	}
-	if after > before-1024 {
-		t.Errorf("RssFile %d KiB before, %d KiB after: want at least 1 MiB given back", before, after)
+	for _, tc := range []struct {
+		name string
+		give func() pageOutResult
+	}{
+		{"page out", giveBackStartup},
+		{"unmap where it may not page out", func() pageOutResult { return giveBack(exe, unix.MADV_DONTNEED) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			populate(t)
+			before := rssFileKiB(t)
+			r := tc.give()
+			after := rssFileKiB(t)
+			if r.Skipped != "" || r.Err != nil || r.Mappings < 2 {
+				t.Fatalf("got %+v, want the read-only mappings of the binary advised without error", r)
+			}
+			// The test binary is several MB resident after populate; what
+			// runs from here on faults back a few pages.
+			if after > before-1024 {
+				t.Errorf("RssFile %d KiB before, %d KiB after: want at least 1 MiB given back", before, after)
+			}
+		})
 	}
 }
 
