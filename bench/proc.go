@@ -50,7 +50,15 @@ func goBuild(ctx context.Context, bin, pkg, ldflags string) (string, error) {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("go build %s: %w\n%s", pkg, err, out)
 	}
-	return bin, nil
+	// An installed binary is clean in the page cache; one just written is
+	// dirty until written back, and the kernel gives back no dirty page
+	// (the daemon's page-out would keep them during the first run).
+	f, err := os.Open(bin)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	return bin, f.Sync()
 }
 
 // process is one running `latch run`.
