@@ -13,6 +13,7 @@ import (
 	"github.com/latchd/latch/agent/provider/openai/openaitest"
 	"github.com/latchd/latch/config"
 	"github.com/latchd/latch/control"
+	"github.com/latchd/latch/gateways/discord/discordtest"
 	"github.com/latchd/latch/gateways/telegram/telegramtest"
 )
 
@@ -44,9 +45,21 @@ type env struct {
 	home string
 	log  string
 	tg   *telegramtest.Server
-	ai   *openaitest.Server // nil with -no-model
+	ai   *openaitest.Server  // nil with -no-model
+	dc   *discordtest.Server // nil: no Discord gateway
 	// contextBudget is agent.context_budget; 0 keeps latch's default.
 	contextBudget int
+	// cgroup is the memory cgroup the daemons start in (-cgroup), or nil.
+	cgroup *memCgroup
+}
+
+// cgroupBytes is what the daemons' cgroup is charged for, or 0 without one.
+func (e *env) cgroupBytes() int64 {
+	if e.cgroup == nil {
+		return 0
+	}
+	n, _ := e.cgroup.bytes()
+	return n
 }
 
 // daemon is a started `latch run` and a control client for its socket.
@@ -59,7 +72,7 @@ type daemon struct {
 // to run bash, and the Go runtime's knobs so their effect can be measured.
 // Nothing else passes, so no provider key or base URL in the environment
 // can make the daemon leave loopback.
-var passEnv = []string{"PATH", "HOME", "USER", "LANG", "TMPDIR", "GOGC", "GOMEMLIMIT", "GOMAXPROCS", "GODEBUG"}
+var passEnv = []string{"PATH", "HOME", "USER", "LANG", "TMPDIR", "GOGC", "GOMEMLIMIT", "GOMAXPROCS", "GODEBUG", "LATCH_NO_PAGEOUT"}
 
 // environ is the daemon's environment: passEnv, the home and the fake.
 func (e *env) environ() []string {
@@ -68,6 +81,9 @@ func (e *env) environ() []string {
 		if v, ok := os.LookupEnv(k); ok {
 			out = append(out, k+"="+v)
 		}
+	}
+	if e.dc != nil {
+		out = append(out, discordEnviron(e.dc)...)
 	}
 	return append(out,
 		config.EnvHome+"="+e.home,
@@ -106,7 +122,12 @@ func (e *env) initHome(ctx context.Context) error {
 // getUpdates of this process.
 func (e *env) start(ctx context.Context) (*daemon, time.Duration, error) {
 	polls := e.tg.Count("getUpdates")
-	p, err := spawn(e.bin, []string{"run"}, e.environ(), e.log)
+	bin, args := e.bin, []string{"run"}
+	if e.cgroup != nil {
+		// Into the cgroup before exec, so its first fault is charged there.
+		bin, args = "/bin/sh", []string{"-c", `echo $$ >"$0/cgroup.procs" && exec "$1" run`, e.cgroup.dir, e.bin}
+	}
+	p, err := spawn(bin, args, e.environ(), e.log)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -180,35 +201,50 @@ func (e *env) status(ctx context.Context, d *daemon) (control.GatewayStatus, err
 	return st.Gateways[0], nil
 }
 
-// idle waits until o.idle after the daemon started and then reads its
-// memory, and the CPU it used since it was ready.
-func (e *env) idle(ctx context.Context, d *daemon) (memory, time.Duration, error) {
+// idlePoll is how often idle reads VmRSS for its peak.
+const idlePoll = 10 * time.Second
+
+// idle waits until o.idle after the daemon started, reading VmRSS every
+// idlePoll for the peak, and then reads its memory, and the CPU it used
+// since it was ready.
+func (e *env) idle(ctx context.Context, d *daemon) (m memory, peak int64, cpu time.Duration, err error) {
 	cpu0, err := cpuTime(d.pid)
 	if err != nil {
-		return memory{}, 0, err
+		return m, 0, 0, err
 	}
 	t := time.NewTimer(time.Until(d.started.Add(e.o.idle)))
 	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return memory{}, 0, ctx.Err()
-	case <-d.done:
-		return memory{}, 0, d.failure("exited while idle")
-	case <-t.C:
+	tick := time.NewTicker(idlePoll)
+	defer tick.Stop()
+	for waiting := true; waiting; {
+		select {
+		case <-ctx.Done():
+			return m, 0, 0, ctx.Err()
+		case <-d.done:
+			return m, 0, 0, d.failure("exited while idle")
+		case <-tick.C:
+			if now, err := readMemory(d.pid); err == nil {
+				peak = max(peak, now.RSS)
+			}
+		case <-t.C:
+			waiting = false
+		}
 	}
 	st, err := e.status(ctx, d)
 	if err != nil {
-		return memory{}, 0, err
+		return m, 0, 0, err
 	}
 	if !st.Connected || st.Latch == nil {
-		return memory{}, 0, d.failure(fmt.Sprintf("idle but not connected and latched: %+v", st))
+		return m, 0, 0, d.failure(fmt.Sprintf("idle but not connected and latched: %+v", st))
 	}
-	m, err := readMemory(d.pid)
-	if err != nil {
-		return memory{}, 0, err
+	if m, err = readMemory(d.pid); err != nil {
+		return m, 0, 0, err
+	}
+	if full, err := d.ctl.Status(ctx); err == nil && full.Memory != nil {
+		m.Goroutines, m.Stacks = int64(full.Memory.Goroutines), int64(full.Memory.Stacks)
 	}
 	cpu1, err := cpuTime(d.pid)
-	return m, cpu1 - cpu0, err
+	return m, max(peak, m.RSS), cpu1 - cpu0, err
 }
 
 func (e *env) dbPath() string { return config.DBPath(e.home) }

@@ -41,14 +41,24 @@ import (
 type options struct {
 	quick, json, keep bool
 	noModel           bool
-	runs              int
-	bin, dir          string
-	idle              time.Duration // start to idle RSS sample
-	warmup, turns     int           // quiet-chat turns
-	restarts          int           // restart start-ups per run
-	floodRate         int           // stranger messages a second
-	floodFor          time.Duration
-	strangers         int // distinct stranger chats
+	// cgroup puts the daemons in a memory cgroup of their own, after
+	// evicting the binary from the page cache, and reads what it is
+	// charged; dropCaches empties the page cache before the first turn
+	// after the idle sample.
+	cgroup, dropCaches bool
+	// ratios runs the floor bot and the every-gateway daemon, for the
+	// budgets stated as ratios to the floor.
+	ratios bool
+	// costs writes the cost table into bench/README.md (needs ratios).
+	costs         bool
+	runs          int
+	bin, dir      string
+	idle          time.Duration // start to idle RSS sample
+	warmup, turns int           // quiet-chat turns
+	restarts      int           // restart start-ups per run
+	floodRate     int           // stranger messages a second
+	floodFor      time.Duration
+	strangers     int // distinct stranger chats
 	// memWarmup and memTurns are the memory run's turns: its own daemon
 	// with the context held at memoryBudget; memTurns 0 skips it.
 	memWarmup, memTurns int
@@ -65,6 +75,11 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.dir, "dir", os.TempDir(), "where to create the temporary LATCH_HOMEs; keep the path short (Unix socket)")
 	fs.BoolVar(&o.noModel, "no-model", false, "configure no model: plain text gets latch's fixed hint instead of a turn with the instant fake model")
 	fs.BoolVar(&o.keep, "keep", false, "keep the temporary directory (binary, homes, daemon logs)")
+	fs.BoolVar(&o.cgroup, "cgroup", false, "run the daemons in a memory cgroup of their own (binary evicted from the page cache first) and report its memory.current")
+	fs.BoolVar(&o.dropCaches, "drop-caches", false, "echo 1 > /proc/sys/vm/drop_caches before the first turn after idle (root only)")
+	fs.BoolVar(&o.ratios, "ratios", true, "run the floor bot (bench/floor) and a daemon with every gateway latched, each idle as long as latch, for the ratio budgets")
+	fs.BoolVar(&o.costs, "costs", false, "write what each dependency and gateway costs into bench/README.md, between its costs markers")
+	idle := fs.Duration("idle", 0, "start to the idle memory sample (default 10s; 3s with -quick)")
 	rate := fs.Int("flood-rate", 5000, "stranger messages a second in the flood (the budget is judged at 5000)")
 	memTurns := fs.Int("memory-turns", -1, "measured turns of the memory run, after 300 to fill its context (default 1000; 40 after 10 with -quick; 0 skips it)")
 	turns := fs.Int("turns", 0, "measured quiet turns per run, after the warm-up turns (default 200 after 50; 20 after 4 with -quick)")
@@ -88,6 +103,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if *turns != 0 {
 		o.turns = *turns
 	}
+	if *idle != 0 {
+		o.idle = *idle
+	}
 	if *memTurns >= 0 {
 		o.memTurns = *memTurns
 	}
@@ -97,9 +115,14 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 			o.runs = 1
 		}
 	}
-	if o.runs < 1 || o.runs > 50 || o.turns < 10 || o.turns > 100_000 || o.floodRate < 1 || o.floodRate > 100_000 ||
+	if o.costs && !o.ratios {
+		err := errors.New("-costs needs the floor bot and the every-gateway daemon: drop -ratios=false")
+		fmt.Fprintln(stderr, "bench:", err)
+		return o, err
+	}
+	if o.runs < 1 || o.runs > 50 || o.idle < time.Second || o.idle > 24*time.Hour || o.turns < 10 || o.turns > 100_000 || o.floodRate < 1 || o.floodRate > 100_000 ||
 		o.memTurns != 0 && (o.memTurns < 10 || o.memTurns > 100_000) {
-		err := errors.New("-runs must be within 1…50, -turns and -memory-turns (unless 0) within 10…100000 and -flood-rate within 1…100000")
+		err := errors.New("-runs must be within 1…50, -idle within 1s…24h, -turns and -memory-turns (unless 0) within 10…100000 and -flood-rate within 1…100000")
 		fmt.Fprintln(stderr, "bench:", err)
 		return o, err
 	}
@@ -128,13 +151,23 @@ func main() {
 
 // runResult is everything one run measured.
 type runResult struct {
-	ColdStart  time.Duration   `json:"cold_start_ns"`
-	Restarts   []time.Duration `json:"restart_ns"`
-	Idle       memory          `json:"idle_memory"`
-	IdleCPU    time.Duration   `json:"idle_cpu_ns"`
-	IdleWindow time.Duration   `json:"idle_window_ns"`
-	Turns      turnsResult     `json:"turns"`
-	Flood      floodResult     `json:"flood"`
+	ColdStart time.Duration   `json:"cold_start_ns"`
+	Restarts  []time.Duration `json:"restart_ns"`
+	Idle      memory          `json:"idle_memory"`
+	// IdlePeak is the highest VmRSS read while idle (every idlePoll).
+	IdlePeak int64 `json:"idle_peak_rss_kib"`
+	// IdleCgroup and TurnsCgroup are the daemon's cgroup's charge at the
+	// idle sample and after the quiet turns (-cgroup; else 0).
+	IdleCgroup  int64         `json:"idle_cgroup_bytes"`
+	TurnsCgroup int64         `json:"turns_cgroup_bytes"`
+	IdleCPU     time.Duration `json:"idle_cpu_ns"`
+	IdleWindow  time.Duration `json:"idle_window_ns"`
+	Turns       turnsResult   `json:"turns"`
+	// Floor is the floor bot's run just before latch's (bench/floor).
+	Floor floorResult `json:"floor"`
+	// AllIdle is idle memory with every gateway configured and latched.
+	AllIdle memory      `json:"all_gateways_idle_memory"`
+	Flood   floodResult `json:"flood"`
 }
 
 func run(ctx context.Context, o options, stdout, stderr io.Writer) error {
@@ -154,13 +187,18 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
+	fmt.Fprintln(stderr, "bench: go build ./bench/floor")
+	floor, err := buildFloor(ctx, root)
+	if err != nil {
+		return err
+	}
 	m, err := newMeta(o, bin, root)
 	if err != nil {
 		return err
 	}
 	var runs []runResult
 	for i := 1; i <= o.runs; i++ {
-		r, err := oneRun(ctx, o, bin, root, i, stderr)
+		r, err := oneRun(ctx, o, bin, floor, root, i, stderr)
 		if err != nil {
 			return fmt.Errorf("run %d: %w", i, err)
 		}
@@ -173,6 +211,12 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) error {
 			return fmt.Errorf("memory run: %w", err)
 		}
 		mem = &r
+	}
+	if o.costs {
+		if err := refreshCosts(ctx, m, root, runs); err != nil {
+			return fmt.Errorf("-costs: %w", err)
+		}
+		fmt.Fprintln(stderr, "bench: wrote the cost table into bench/README.md")
 	}
 	rep := report{Meta: m, Rows: buildRows(o, m, runs, mem), Runs: runs, Memory: mem}
 	if o.json {
@@ -231,7 +275,7 @@ func memoryRun(ctx context.Context, o options, bin, root string, stderr io.Write
 
 // oneRun measures one fresh home: a first start, pairing, idle memory, the
 // quiet turns, the flood, then restarts on the now well-used home.
-func oneRun(ctx context.Context, o options, bin, root string, n int, stderr io.Writer) (runResult, error) {
+func oneRun(ctx context.Context, o options, bin, floor, root string, n int, stderr io.Writer) (runResult, error) {
 	tg := newFake()
 	defer tg.Close()
 	var ai *openaitest.Server
@@ -246,8 +290,26 @@ func oneRun(ctx context.Context, o options, bin, root string, n int, stderr io.W
 		fmt.Fprintf(stderr, "bench: run %d/%d: "+format+"\n", append([]any{n, o.runs}, args...)...)
 	}
 	var r runResult
+	if o.ratios {
+		say("floor bot: idle until %v after start, then %d plain texts", o.idle, o.warmup/2+o.turns/2)
+		var err error
+		if r.Floor, err = floorRun(ctx, o, floor, filepath.Join(root, fmt.Sprintf("floor%d.log", n))); err != nil {
+			return r, err
+		}
+	}
 	if err := e.initHome(ctx); err != nil {
 		return r, err
+	}
+	if o.cgroup {
+		cg, err := newMemCgroup()
+		if err != nil {
+			return r, fmt.Errorf("-cgroup: %w", err)
+		}
+		defer cg.remove()
+		if err := evict(bin); err != nil {
+			return r, fmt.Errorf("-cgroup: evict the binary from the page cache: %w", err)
+		}
+		e.cgroup = cg
 	}
 	d, took, err := e.start(ctx)
 	if err != nil {
@@ -260,19 +322,32 @@ func oneRun(ctx context.Context, o options, bin, root string, n int, stderr io.W
 		return r, err
 	}
 	idleFrom := time.Now()
-	if r.Idle, r.IdleCPU, err = e.idle(ctx, d); err != nil {
+	if r.Idle, r.IdlePeak, r.IdleCPU, err = e.idle(ctx, d); err != nil {
 		return r, err
 	}
 	r.IdleWindow = time.Since(idleFrom)
+	r.IdleCgroup = e.cgroupBytes()
+	if o.dropCaches {
+		if err := dropCaches(); err != nil {
+			return r, fmt.Errorf("-drop-caches: %w", err)
+		}
+	}
 	say("%d quiet turns (plain text and !true, about one post a second in the chat)", o.warmup+o.turns)
 	if r.Turns, err = e.turns(ctx, d, o.warmup, o.turns, 10); err != nil {
 		return r, err
 	}
+	r.TurnsCgroup = e.cgroupBytes()
 	say("stranger flood: %d msg/s from %d chats for %v", o.floodRate, o.strangers, o.floodFor)
 	if r.Flood, err = e.flood(ctx, d); err != nil {
 		return r, err
 	}
 	d.stop()
+	if o.ratios {
+		say("Telegram and Discord latched at once, idle until %v after start", o.idle)
+		if r.AllIdle, err = allGatewaysRun(ctx, o, bin, root, n); err != nil {
+			return r, fmt.Errorf("every gateway: %w", err)
+		}
+	}
 	say("%d restarts", o.restarts)
 	for range o.restarts {
 		d, took, err := e.start(ctx)

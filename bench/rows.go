@@ -38,6 +38,7 @@ func buildRows(o options, m meta, runs []runResult, mem *turnsResult) []row {
 	rows := []row{newRow("binary size", "MB", []float64{float64(m.BinaryBytes) / 1e6}, nil, "CGO_ENABLED=0 go build -trimpath -ldflags=\"-s -w\"")}
 	rows = append(rows, startRows(o, runs, per)...)
 	rows = append(rows, turnRows(o, runs, per)...)
+	rows = append(rows, floorRows(o, per)...)
 	rows = append(rows, memoryRows(o, mem)...)
 	return append(rows, floodRows(o, runs, per)...)
 }
@@ -51,7 +52,7 @@ func startRows(o options, runs []runResult, per perRun) []row {
 		}
 	}
 	start := atMost(budgetStartMS, fmt.Sprintf("≤ %d ms", budgetStartMS))
-	return []row{
+	rows := []row{
 		newRow("start-up to ready, first start (new home)", "ms", per(func(r runResult) float64 { return ms(r.ColdStart) }), start,
 			"exec → status answers and first getUpdates"),
 		newRow("start-up to ready, restart", "ms", restarts, start, fmt.Sprintf("%d restarts, range over all", len(restarts))),
@@ -59,8 +60,19 @@ func startRows(o options, runs []runResult, per perRun) []row {
 			atMost(budgetIdleMB, fmt.Sprintf("≤ %d MB", budgetIdleMB)), ""),
 		newRow("  of which anonymous (heap, stacks)", "MB", per(func(r runResult) float64 { return mb(r.Idle.Anon) }), nil, "RssAnon"),
 		newRow("  of which file-backed (binary, bbolt)", "MB", per(func(r runResult) float64 { return mb(r.Idle.File) }), nil, "RssFile"),
+		newRow("  goroutines at idle", "", per(func(r runResult) float64 { return float64(r.Idle.Goroutines) }), nil,
+			fmt.Sprintf("their stacks: %.2f MB (latch status)", median(per(func(r runResult) float64 { return float64(r.Idle.Stacks) / 1e6 })))),
+		newRow("  highest VmRSS while idle", "MB", per(func(r runResult) float64 { return mb(r.IdlePeak) }), nil,
+			fmt.Sprintf("read every %v", idlePoll)),
 		newRow("idle CPU, paired → idle sample", "ms", per(func(r runResult) float64 { return ms(r.IdleCPU) }), nil, "utime+stime"),
 	}
+	if o.cgroup {
+		rows = append(rows,
+			newRow("service cgroup's charge at idle", "MB", per(func(r runResult) float64 { return float64(r.IdleCgroup) / 1e6 }), nil,
+				"memory.current (v1: usage_in_bytes), page cache included"),
+			newRow("service cgroup's charge after the quiet turns", "MB", per(func(r runResult) float64 { return float64(r.TurnsCgroup) / 1e6 }), nil, ""))
+	}
+	return rows
 }
 
 // turnRows are the quiet chat's latencies and what its turns cost.
@@ -70,8 +82,19 @@ func turnRows(o options, runs []runResult, per perRun) []row {
 	if o.noModel {
 		plain, plainNote = "plain text (no model) → answer", fmt.Sprintf("%d/run; latch's fixed hint", n)
 	}
-	rows := latency("plain text → first request (typing)", fmt.Sprintf("%d/run; the issue's per-message overhead", n),
-		per, func(r runResult) []time.Duration { return firsts(r.Turns.Plain) }, true)
+	after := fmt.Sprintf("first plain text after %v idle", o.idle)
+	if o.dropCaches {
+		after += ", page cache dropped"
+	}
+	rows := []row{
+		newRow(after+" → first request (typing)", "ms", per(func(r runResult) float64 { return ms(r.Turns.First.first) }), nil, "one a run"),
+		newRow(after+" → answer", "ms", per(func(r runResult) float64 { return ms(r.Turns.First.reply) }),
+			atMost(budgetP50MS+5, fmt.Sprintf("≤ %d ms", budgetP50MS+5)), "the answer budget + 5 ms"),
+		newRow("  pages read from disk during it", "", per(func(r runResult) float64 { return float64(r.Turns.FirstFaults) }), nil,
+			"the daemon's majflt; each is a page the page cache did not have"),
+	}
+	rows = append(rows, latency("plain text → first request (typing)", fmt.Sprintf("%d/run; the issue's per-message overhead", n),
+		per, func(r runResult) []time.Duration { return firsts(r.Turns.Plain) }, true)...)
 	rows = append(rows, latency(plain, plainNote, per, func(r runResult) []time.Duration { return replies(r.Turns.Plain) }, true)...)
 	rows = append(rows, newRow("  p50 drift: last tenth ÷ first tenth of the turns", "×", per(func(r runResult) float64 {
 		ds := replies(r.Turns.Plain)
@@ -95,6 +118,52 @@ func turnRows(o options, runs []runResult, per perRun) []row {
 		newRow("  live heap slope, as of each sample's last collection", "KiB/1k", per(func(r runResult) float64 { return r.Turns.SlopeHeapKiB }), nil,
 			"status memory.heap_live_bytes"))
 	return rows
+}
+
+// Budgets of issue 27, as ratios to the floor bot in the same run.
+const (
+	budgetIdleFloor    = 1.6 // idle RSS, Telegram only
+	budgetAllIdleFloor = 2.0 // idle RSS, every gateway latched
+	budgetAnswerFloor  = 2.0 // answer p50 ÷ the floor's reply p50
+	budgetTypingFloor  = 1.5 // first request p50 ÷ the floor's
+	budgetStartFloor   = 1.3 // start-up ÷ the floor's
+)
+
+// floorRows are the floor bot's figures and latch's as ratios to them, run
+// by run: a bare Go long-poll echo bot on the same fake, measured just
+// before latch, so the machine's load of the moment weighs on both.
+func floorRows(o options, per perRun) []row {
+	if !o.ratios {
+		return nil
+	}
+	ratio := func(limit float64) *budget { return atMost(limit, fmt.Sprintf("≤ %.1f×", limit)) }
+	floorP50 := func(r runResult, f func([]sample) []time.Duration) float64 {
+		return ms(quantile(f(r.Floor.Turns), 0.5))
+	}
+	latchP50 := func(r runResult, f func([]sample) []time.Duration) float64 {
+		return ms(quantile(f(r.Turns.Plain), 0.5))
+	}
+	return []row{
+		newRow("floor bot: start-up, exec → first getUpdates", "ms", per(func(r runResult) float64 { return ms(r.Floor.Start) }), nil,
+			"bench/floor: net/http long poll + encoding/json, nothing else"),
+		newRow(fmt.Sprintf("floor bot: idle RSS, %v after start", o.idle), "MB", per(func(r runResult) float64 { return mb(r.Floor.Idle.RSS) }), nil,
+			"VmRSS"),
+		newRow("floor bot: text → first request (typing) p50", "ms", per(func(r runResult) float64 { return floorP50(r, firsts) }), nil,
+			"sendChatAction"),
+		newRow("floor bot: text → reply p50", "ms", per(func(r runResult) float64 { return floorP50(r, replies) }), nil, "sendMessage"),
+		newRow("start-up ÷ floor's (first start)", "×", per(func(r runResult) float64 { return float64(r.ColdStart) / float64(r.Floor.Start) }),
+			ratio(budgetStartFloor), "same run"),
+		newRow("idle RSS ÷ floor's, Telegram only", "×", per(func(r runResult) float64 { return float64(r.Idle.RSS) / float64(r.Floor.Idle.RSS) }),
+			ratio(budgetIdleFloor), ""),
+		newRow("idle RSS, Telegram and Discord latched", "MB", per(func(r runResult) float64 { return mb(r.AllIdle.RSS) }), nil,
+			"every gateway latch has, configured and latched at once"),
+		newRow("idle RSS ÷ floor's, every gateway latched", "×", per(func(r runResult) float64 { return float64(r.AllIdle.RSS) / float64(r.Floor.Idle.RSS) }),
+			ratio(budgetAllIdleFloor), ""),
+		newRow("plain text first request (typing) p50 ÷ floor's", "×", per(func(r runResult) float64 { return latchP50(r, firsts) / floorP50(r, firsts) }),
+			ratio(budgetTypingFloor), ""),
+		newRow("plain text answer p50 ÷ floor's reply p50", "×", per(func(r runResult) float64 { return latchP50(r, replies) / floorP50(r, replies) }),
+			ratio(budgetAnswerFloor), "latch: a model call on loopback and durable commits; the floor: none"),
+	}
 }
 
 // memoryRows are the memory run's: the issue's 1,000 turns with the

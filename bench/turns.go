@@ -97,21 +97,31 @@ func (e *env) turn(ctx context.Context, d *daemon, k turnKind) (sample, error) {
 	default:
 		e.ai.Script(openaitest.Text(modelAnswer))
 	}
-	p, nAct := newPosted(e.tg), e.tg.Count("sendChatAction")
+	s, err := exchange(ctx, e.tg, text, want)
+	if err != nil {
+		return s, d.failure(err.Error())
+	}
+	return s, nil
+}
+
+// exchange pushes text from the owner into tg and waits for the bot's
+// message or edit containing want.
+func exchange(ctx context.Context, tg *telegramtest.Server, text, want string) (sample, error) {
+	p, nAct := newPosted(tg), tg.Count("sendChatAction")
 	t0 := time.Now()
-	e.tg.SendText(ownerChat, owner, text)
+	tg.SendText(ownerChat, owner, text)
 	ctx, cancel := context.WithTimeout(ctx, turnTimeout)
 	defer cancel()
-	if err := e.tg.Wait(ctx, func() bool { return p.answered(want) }); err != nil {
-		return sample{}, d.failure(fmt.Sprintf("no answer to %q containing %q: %v", text, want, err))
+	if err := tg.Wait(ctx, func() bool { return p.answered(want) }); err != nil {
+		return sample{}, fmt.Errorf("no answer to %q containing %q: %v", text, want, err)
 	}
 	// Times as the fake stamped the requests' arrival, not when this
 	// goroutine woke.
 	s := sample{first: p.found.Time.Sub(t0), reply: p.found.Time.Sub(t0), posts: p.posts}
-	if msgs := e.tg.Calls("sendMessage"); len(msgs) > p.nMsg && msgs[p.nMsg].Time.Sub(t0) < s.first {
+	if msgs := tg.Calls("sendMessage"); len(msgs) > p.nMsg && msgs[p.nMsg].Time.Sub(t0) < s.first {
 		s.first = msgs[p.nMsg].Time.Sub(t0)
 	}
-	if acts := e.tg.Calls("sendChatAction"); len(acts) > nAct && acts[nAct].Time.Sub(t0) < s.first {
+	if acts := tg.Calls("sendChatAction"); len(acts) > nAct && acts[nAct].Time.Sub(t0) < s.first {
 		s.first = acts[nAct].Time.Sub(t0)
 	}
 	return s, nil
@@ -141,13 +151,19 @@ func (p *pacer) done(s sample) {
 // turnsResult is the quiet-chat phase: latencies, and what 1,000 handled
 // messages cost in memory and store.
 type turnsResult struct {
-	Plain    []sample `json:"-"`
-	Cmd      []sample `json:"-"`
-	Turns    int      `json:"turns"`
-	Cold     memory   `json:"memory_before_warmup"`
-	Warm     memory   `json:"memory_after_warmup"`
-	DBBefore int64    `json:"db_before_bytes"`
-	DBAfter  int64    `json:"db_after_bytes"`
+	// First is the first turn, plain text, right after the idle sample:
+	// the first reply after a long idle.
+	First sample `json:"-"`
+	// FirstFaults are the daemon's major faults (pages read from disk)
+	// during the first turn.
+	FirstFaults int64    `json:"first_turn_major_faults"`
+	Plain       []sample `json:"-"`
+	Cmd         []sample `json:"-"`
+	Turns       int      `json:"turns"`
+	Cold        memory   `json:"memory_before_warmup"`
+	Warm        memory   `json:"memory_after_warmup"`
+	DBBefore    int64    `json:"db_before_bytes"`
+	DBAfter     int64    `json:"db_after_bytes"`
 	// RSSAt and RSSKiB are RSS before every measured turn and after the
 	// last: between collections the heap breathes by a few hundred KiB,
 	// so a sample a turn is what makes a trend of a few hundred KiB per
@@ -182,21 +198,28 @@ func (e *env) turns(ctx context.Context, d *daemon, warmup, n, samples int) (tur
 	if err != nil {
 		return turnsResult{}, err
 	}
+	var first sample
+	var faults int64
 	for i := range warmup {
 		if err := p.wait(ctx); err != nil {
 			return turnsResult{}, err
 		}
+		f0, _ := majorFaults(d.pid)
 		s, err := e.turn(ctx, d, kind(i))
 		if err != nil {
 			return turnsResult{}, err
 		}
 		p.done(s)
+		if i == 0 {
+			f1, _ := majorFaults(d.pid)
+			first, faults = s, f1-f0
+		}
 	}
 	warm, err := readMemory(d.pid)
 	if err != nil {
 		return turnsResult{}, err
 	}
-	r := turnsResult{Turns: n, Cold: cold, Warm: warm, DBBefore: fileSize(e.dbPath())}
+	r := turnsResult{First: first, FirstFaults: faults, Turns: n, Cold: cold, Warm: warm, DBBefore: fileSize(e.dbPath())}
 	every := max(n/samples, 1)
 	for i := 0; i < n; i++ {
 		if err := r.sample(ctx, d, i, i%every == 0); err != nil {

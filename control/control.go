@@ -190,6 +190,10 @@ type MemoryInfo struct {
 	Held uint64 `json:"held_bytes"`
 	// GCs counts the collections since start.
 	GCs uint64 `json:"gcs"`
+	// Goroutines counts the daemon's goroutines, and Stacks is the memory
+	// their stacks take: at idle, what each waiting goroutine costs.
+	Goroutines uint64 `json:"goroutines"`
+	Stacks     uint64 `json:"stack_bytes"`
 }
 
 // GatewayStatus describes one gateway. It says whether a code is pending,

@@ -293,6 +293,8 @@ func memoryInfo() *control.MemoryInfo {
 		{Name: "/memory/classes/total:bytes"},
 		{Name: "/memory/classes/heap/released:bytes"},
 		{Name: "/gc/cycles/total:gc-cycles"},
+		{Name: "/sched/goroutines:goroutines"},
+		{Name: "/memory/classes/heap/stacks:bytes"},
 	}
 	metrics.Read(samples)
 	v := func(i int) uint64 {
@@ -301,7 +303,7 @@ func memoryInfo() *control.MemoryInfo {
 		}
 		return samples[i].Value.Uint64()
 	}
-	return &control.MemoryInfo{HeapLive: v(0), Held: v(1) - v(2), GCs: v(3)}
+	return &control.MemoryInfo{HeapLive: v(0), Held: v(1) - v(2), GCs: v(3), Goroutines: v(4), Stacks: v(5)}
 }
 
 // endpoints lists the API roots the daemon talks to (control.Status).

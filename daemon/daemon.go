@@ -61,6 +61,10 @@ type Daemon struct {
 	// reports; zero means when Run starts. Supervise keeps the first
 	// daemon's across reloads.
 	Since time.Time
+	// GiveBackStartup returns the binary's start-up pages to the kernel
+	// once the daemon is ready (giveBackStartup). latch run sets it; an
+	// in-process test leaves it off, as its binary is the test's.
+	GiveBackStartup bool
 
 	ready     chan struct{}
 	readyOnce sync.Once
@@ -288,6 +292,9 @@ func (d *Daemon) serve(ctx context.Context, ctl *control.Server, gws []gateways.
 	wg.Go(func() { d.expireLatchRequests(ctx) })
 	close(d.ready)
 	d.Log.Info("latch is running", "home", d.Config.Home, "gateways", len(gws), "version", d.Version)
+	if d.GiveBackStartup {
+		logPageOut(d.Log, giveBackStartup())
+	}
 	var err error
 	select {
 	case <-ctx.Done():

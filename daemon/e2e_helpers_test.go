@@ -66,7 +66,10 @@ type env struct {
 
 	mu     sync.Mutex
 	offset time.Duration
-	minted []string // every pairing code minted, for the log scan
+	// pageOut has the daemon give back its start-up pages (of the test
+	// binary) once ready, as latch run does.
+	pageOut bool
+	minted  []string // every pairing code minted, for the log scan
 }
 
 func newEnv(t *testing.T) *env {
@@ -158,6 +161,7 @@ func (e *env) start() *running {
 	d.ShutdownGrace = e.grace
 	d.Clock = e.clock
 	d.StopNow = e.stopNow
+	d.GiveBackStartup = e.pageOut
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &running{d: d, cancel: cancel, done: make(chan error, 1)}
 	go func() { r.done <- d.Run(ctx) }()

@@ -211,4 +211,17 @@ func TestMemoryInfo(t *testing.T) {
 	if m.HeapLive == 0 || m.Held < m.HeapLive || m.GCs == 0 {
 		t.Fatalf("memory %+v: want a live heap, held ≥ live and at least one collection", *m)
 	}
+	// A goroutine of this test's own, parked: counted, with its stack.
+	stop := make(chan struct{})
+	parked := make(chan struct{})
+	go func() {
+		close(parked)
+		<-stop
+	}()
+	<-parked
+	after := memoryInfo()
+	close(stop)
+	if after.Goroutines < 2 || after.Stacks < after.Goroutines*2048 {
+		t.Errorf("memory %+v: want every goroutine counted (at least this one and the parked one), with at least 2 KiB of stack each", *after)
+	}
 }

@@ -84,6 +84,7 @@ func newRunCmd() *cobra.Command {
 			build := func(c *config.Config) *daemon.Daemon {
 				d := daemon.New(c, log, buildVersion())
 				d.StopNow = stopNow
+				d.GiveBackStartup = true
 				return d
 			}
 			return daemon.Supervise(ctx, cfg, load, reload, log, build)

@@ -105,7 +105,8 @@ func printStatus(w io.Writer, running bool, st control.Status, configKnown bool)
 	if running {
 		fmt.Fprintf(w, "latch %s is running (pid %d, up %s)\n", st.Version, st.PID, time.Since(st.StartedAt).Round(time.Second))
 		if m := st.Memory; m != nil {
-			fmt.Fprintf(w, "  memory:   %.1f MB live heap · %.1f MB held by the Go runtime\n", float64(m.HeapLive)/1e6, float64(m.Held)/1e6)
+			fmt.Fprintf(w, "  memory:   %.1f MB live heap · %.1f MB held by the Go runtime · %d goroutines (%.2f MB of stacks)\n",
+				float64(m.HeapLive)/1e6, float64(m.Held)/1e6, m.Goroutines, float64(m.Stacks)/1e6)
 		}
 		switch st.Commands {
 		case "":

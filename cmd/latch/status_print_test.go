@@ -23,3 +23,15 @@ func TestPrintStatusCommands(t *testing.T) {
 		}
 	}
 }
+
+// TestPrintStatusGoroutines: status shows how many goroutines the daemon
+// runs and what their stacks take.
+func TestPrintStatusGoroutines(t *testing.T) {
+	var b bytes.Buffer
+	printStatus(&b, true, control.Status{PID: 7, Version: "v1", StartedAt: time.Now(),
+		Memory: &control.MemoryInfo{HeapLive: 900_000, Held: 5_000_000, Goroutines: 23, Stacks: 720_896}}, true)
+	want := "  memory:   0.9 MB live heap · 5.0 MB held by the Go runtime · 23 goroutines (0.72 MB of stacks)\n"
+	if !strings.Contains(b.String(), want) {
+		t.Errorf("status:\n%s\nwant the line %q", b.String(), want)
+	}
+}
