@@ -114,9 +114,8 @@ func readConfigFile(path string, secrets *[]string) (*fileConfig, error) {
 	var fc fileConfig
 	md, err := toml.Decode(string(data), &fc)
 	// Whatever part of a secret was decoded must not show up in an error.
-	*secrets = append(*secrets, fc.Telegram.Token, strings.TrimSpace(fc.Telegram.Token),
-		fc.Agent.APIKey, strings.TrimSpace(fc.Agent.APIKey),
-		fc.Discord.Token, strings.TrimSpace(fc.Discord.Token), fc.Telegram.WebhookSecret,
+	*secrets = append(*secrets, fileSecrets(&fc)...)
+	*secrets = append(*secrets, fc.Agent.APIKey, strings.TrimSpace(fc.Agent.APIKey),
 		fc.Transcribe.APIKey, strings.TrimSpace(fc.Transcribe.APIKey))
 	*secrets = append(*secrets, mcpFileSecrets(fc.MCP)...)
 	var pe toml.ParseError
@@ -144,21 +143,12 @@ func readConfigFile(path string, secrets *[]string) (*fileConfig, error) {
 // secretsHeld names the secret keys config.toml sets, even to "". The
 // decoded value catches a case-folded "Token" too.
 func secretsHeld(md toml.MetaData, fc *fileConfig) []string {
-	var held []string
-	if md.IsDefined("telegram", "token") || fc.Telegram.Token != "" {
-		held = append(held, "telegram.token")
-	}
+	held := platformSecretsHeld(func(section, key string) bool { return md.IsDefined(section, key) }, fc)
 	if md.IsDefined("agent", "api_key") || fc.Agent.APIKey != "" {
 		held = append(held, "agent.api_key")
 	}
 	if md.IsDefined("transcribe", "api_key") || fc.Transcribe.APIKey != "" {
 		held = append(held, "transcribe.api_key")
-	}
-	if md.IsDefined("discord", "token") || fc.Discord.Token != "" {
-		held = append(held, "discord.token")
-	}
-	if md.IsDefined("telegram", "webhook_secret") || fc.Telegram.WebhookSecret != "" {
-		held = append(held, "telegram.webhook_secret")
 	}
 	if mcpSecretsHeld(fc.MCP) {
 		held = append(held, "mcp.servers headers or env")

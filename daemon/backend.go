@@ -307,11 +307,10 @@ func memoryInfo() *control.MemoryInfo {
 // endpoints lists the API roots the daemon talks to (control.Status).
 func (d *Daemon) endpoints() map[string]string {
 	out := make(map[string]string)
-	if _, ok := d.byName["telegram"]; ok {
-		out[control.EndpointTelegram] = d.Config.Telegram.APIURL
-	}
-	if _, ok := d.byName["discord"]; ok {
-		out[control.EndpointDiscord] = d.Config.Discord.APIURL
+	for _, p := range Platforms {
+		if _, ok := d.byName[p.Name]; ok {
+			out[p.Name] = p.Settings(d.Config).APIURL
+		}
 	}
 	if u := d.Config.Agent.ModelURL(); u != "" {
 		out[control.EndpointModel] = u

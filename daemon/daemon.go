@@ -20,8 +20,7 @@ import (
 	"github.com/latchd/latch/config"
 	"github.com/latchd/latch/control"
 	"github.com/latchd/latch/gateways"
-	"github.com/latchd/latch/gateways/discord"
-	"github.com/latchd/latch/gateways/telegram"
+	"github.com/latchd/latch/logkey"
 	"github.com/latchd/latch/pairing"
 	"github.com/latchd/latch/schedule"
 	"github.com/latchd/latch/service"
@@ -202,7 +201,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	}
 	d.hub = gateways.NewHub(gateways.Config{
 		Store: db, Pairer: pairer, Gateways: gws, Log: d.Log,
-		AllowGroups: map[string]bool{"telegram": d.Config.Telegram.AllowGroups, "discord": d.Config.Discord.AllowGroups},
+		AllowGroups: allowGroups(d.Config),
 		Shell:       d.shell,
 		Agent:       ag,
 		Files:       ws,
@@ -374,13 +373,10 @@ type restorer interface {
 
 func (d *Daemon) buildGateways() []gateways.Gateway {
 	var gws []gateways.Gateway
-	if t := d.Config.Telegram; t.Enabled() {
-		gws = append(gws, telegram.New(telegram.Config{Token: t.Token, APIURL: t.APIURL, Verbosity: t.Verbosity,
-			WebhookURL: t.WebhookURL, WebhookListen: t.WebhookListen, WebhookSecret: t.WebhookSecret,
-			AllowGroups: t.AllowGroups}, d.Log.With("gateway", "telegram")))
-	}
-	if c := d.Config.Discord; c.Enabled() {
-		gws = append(gws, discord.New(discord.Config{Token: c.Token, APIURL: c.APIURL, AllowGroups: c.AllowGroups, Verbosity: c.Verbosity}, d.Log.With("gateway", "discord")))
+	for _, p := range Platforms {
+		if p.Settings(d.Config).Enabled() {
+			gws = append(gws, p.New(d.Config, d.Log.With(logkey.Gateway, p.Name)))
+		}
 	}
 	return gws
 }

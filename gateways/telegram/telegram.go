@@ -222,12 +222,15 @@ func (g *Gateway) Info() gateways.Info {
 
 // PairLink is the deep link that opens the bot and sends "/start <code>", or
 // "" while the bot name is unknown.
-func (g *Gateway) PairLink(code string) string {
-	name := g.Info().BotName
-	if name == "" {
+func (g *Gateway) PairLink(code string) string { return StartLink(g.Info().BotName, code) }
+
+// StartLink is the deep link that opens the bot named bot and sends
+// "/start <code>", or "" when bot is "".
+func StartLink(bot, code string) string {
+	if bot == "" {
 		return ""
 	}
-	return "https://t.me/" + name + "?start=" + url.QueryEscape(code)
+	return "https://t.me/" + bot + "?start=" + url.QueryEscape(code)
 }
 
 // Start verifies the token with getMe and registers the bot's commands. For

@@ -1,0 +1,152 @@
+package config
+
+import "strings"
+
+// Platform is what the config layer knows of one chat platform: its section
+// of config.toml, its variables, and which of its settings are secrets.
+// It holds no code of the platform's: config imports nothing of latch, so
+// the constructor and the rest of a platform's row are in daemon.Platforms,
+// which embeds this. Everything that must know "every platform's secrets"
+// (the redaction of load errors, the refusal of a world-readable
+// config.toml, configSecrets, tools.SafeEnv, daemon.Harden, service
+// install) loops over [Platforms], so a new platform cannot be forgotten by
+// one of them.
+type Platform struct {
+	Name          string // gateway name, config section and `latch pair` argument
+	Title         string // for messages: "Telegram"
+	APIName       string // what api_url points at, for messages: "the Telegram Bot API"
+	TokenEnv      string // the variable that supplies the token
+	APIURLEnv     string // the variable that overrides api_url
+	DefaultAPIURL string
+	Secrets       []PlatformSecret // the token first
+	// Settings returns the section's loaded settings in the form every
+	// platform shares.
+	Settings func(*Config) PlatformSettings
+}
+
+// PlatformSecret is one setting of a platform's section that must never be shown.
+type PlatformSecret struct {
+	Key     string // in the section: "token"
+	Env     string // the variable that supplies it, or "" if none does
+	What    string // for messages: "the Telegram bot token"
+	FileKey string // the setting that reads it from a file instead, or ""
+	file    func(*fileConfig) string
+	value   func(*Config) string
+}
+
+// Value returns the secret's loaded value in cfg.
+func (s PlatformSecret) Value(cfg *Config) string { return s.value(cfg) }
+
+// PlatformSettings is a platform's section, loaded, in the form every
+// platform shares.
+type PlatformSettings struct {
+	Token       string `json:"-"`
+	TokenFile   string
+	TokenSource string // the token variable, "<name>.token" or "<name>.token_file"; "" if unset
+	APIURL      string
+	AllowGroups bool
+	Verbosity   string
+}
+
+// Enabled reports whether a token is set, i.e. whether the gateway runs.
+func (s PlatformSettings) Enabled() bool { return s.Token != "" }
+
+// Platforms lists every chat platform latch has, in the order the gateways
+// start and are listed. A new platform adds its row here.
+var Platforms = []Platform{TelegramPlatform, DiscordPlatform}
+
+// TelegramPlatform is Telegram's row of [Platforms].
+var TelegramPlatform = Platform{
+	Name: "telegram", Title: "Telegram", APIName: "the Telegram Bot API",
+	TokenEnv: EnvTelegramToken, APIURLEnv: EnvTelegramAPIURL, DefaultAPIURL: DefaultTelegramAPIURL,
+	Secrets: []PlatformSecret{
+		{Key: "token", Env: EnvTelegramToken, What: "the Telegram bot token", FileKey: "[telegram] token_file",
+			file:  func(fc *fileConfig) string { return fc.Telegram.Token },
+			value: func(c *Config) string { return c.Telegram.Token }},
+		{Key: "webhook_secret", What: "the Telegram webhook secret",
+			file:  func(fc *fileConfig) string { return fc.Telegram.WebhookSecret },
+			value: func(c *Config) string { return c.Telegram.WebhookSecret }},
+	},
+	Settings: func(c *Config) PlatformSettings {
+		t := c.Telegram
+		return PlatformSettings{t.Token, t.TokenFile, t.TokenSource, t.APIURL, t.AllowGroups, t.Verbosity}
+	},
+}
+
+// DiscordPlatform is Discord's row of [Platforms].
+var DiscordPlatform = Platform{
+	Name: "discord", Title: "Discord", APIName: "the Discord API",
+	TokenEnv: EnvDiscordToken, APIURLEnv: EnvDiscordAPIURL, DefaultAPIURL: DefaultDiscordAPIURL,
+	Secrets: []PlatformSecret{
+		{Key: "token", Env: EnvDiscordToken, What: "the Discord bot token", FileKey: "[discord] token_file",
+			file:  func(fc *fileConfig) string { return fc.Discord.Token },
+			value: func(c *Config) string { return c.Discord.Token }},
+	},
+	Settings: func(c *Config) PlatformSettings {
+		d := c.Discord
+		return PlatformSettings{d.Token, d.TokenFile, d.TokenSource, d.APIURL, d.AllowGroups, d.Verbosity}
+	},
+}
+
+// PlatformNamed returns the row of [Platforms] called name.
+func PlatformNamed(name string) (Platform, bool) {
+	for _, p := range Platforms {
+		if p.Name == name {
+			return p, true
+		}
+	}
+	return Platform{}, false
+}
+
+// PlatformSecrets returns the value of every platform's secrets in cfg,
+// for the redaction of logs and errors.
+func PlatformSecrets(cfg *Config) []string {
+	var out []string
+	for _, p := range Platforms {
+		for _, s := range p.Secrets {
+			out = append(out, s.value(cfg))
+		}
+	}
+	return out
+}
+
+// IsPlatformSecretEnv reports whether name is a variable that supplies a
+// platform's secret. Names are compared upper-cased, so that an odd
+// spelling errs on the side of hiding.
+func IsPlatformSecretEnv(name string) bool {
+	for _, p := range Platforms {
+		for _, s := range p.Secrets {
+			if s.Env != "" && strings.EqualFold(s.Env, name) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// fileSecrets returns what config.toml set for every platform's secrets,
+// as decoded and trimmed, so that no part of one shows up in an error.
+func fileSecrets(fc *fileConfig) []string {
+	var out []string
+	for _, p := range Platforms {
+		for _, s := range p.Secrets {
+			v := s.file(fc)
+			out = append(out, v, strings.TrimSpace(v))
+		}
+	}
+	return out
+}
+
+// platformSecretsHeld names the platform secrets config.toml sets, even
+// to "".
+func platformSecretsHeld(defined func(section, key string) bool, fc *fileConfig) []string {
+	var held []string
+	for _, p := range Platforms {
+		for _, s := range p.Secrets {
+			if defined(p.Name, s.Key) || s.file(fc) != "" {
+				held = append(held, p.Name+"."+s.Key)
+			}
+		}
+	}
+	return held
+}
