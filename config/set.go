@@ -29,7 +29,7 @@ func Secret(key string) bool {
 			}
 		}
 	}
-	return key == "agent.api_key"
+	return key == "agent.api_key" || key == "transcribe.api_key"
 }
 
 // Set sets key (as config.toml spells it, "telegram.token") to value in
