@@ -33,6 +33,7 @@ import (
 	"github.com/latchd/latch/gateways"
 	"github.com/latchd/latch/gateways/internal/retry"
 	"github.com/latchd/latch/gateways/internal/typing"
+	"github.com/latchd/latch/logkey"
 )
 
 const (
@@ -267,10 +268,10 @@ func (g *Gateway) Start(ctx context.Context) error {
 			return err
 		}
 	} else if _, err := g.request(ctx, tgbotapi.DeleteWebhookConfig{}); err != nil {
-		g.log.Warn("deleteWebhook failed; polling may get 409 Conflict", "err", err)
+		g.log.Warn("deleteWebhook failed; polling may get 409 Conflict", logkey.Err, err)
 	}
 	if _, err := g.request(ctx, tgbotapi.NewSetMyCommands(commands()...)); err != nil {
-		g.log.Debug("setMyCommands failed; ignored", "err", err)
+		g.log.Debug("setMyCommands failed; ignored", logkey.Err, err)
 	}
 	return nil
 }
