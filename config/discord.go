@@ -56,6 +56,24 @@ func (d DiscordConfig) LogValue() slog.Value {
 		slog.Bool("allow_groups", d.AllowGroups))
 }
 
+// DiscordPlatform is Discord's row of [Platforms].
+var DiscordPlatform = Platform{
+	Name: "discord", Title: "Discord", APIName: "the Discord API",
+	TokenEnv: EnvDiscordToken, APIURLEnv: EnvDiscordAPIURL, DefaultAPIURL: DefaultDiscordAPIURL,
+	Secrets: []PlatformSecret{
+		{Key: "token", Env: EnvDiscordToken, What: "the Discord bot token", FileKey: "[discord] token_file",
+			file:  func(fc *fileConfig) string { return fc.Discord.Token },
+			value: func(c *Config) string { return c.Discord.Token }},
+	},
+	Settings: func(c *Config) PlatformSettings {
+		d := c.Discord
+		return PlatformSettings{d.Token, d.TokenFile, d.TokenSource, d.APIURL, d.AllowGroups, d.Verbosity}
+	},
+	defaults:  func(c *Config) { c.Discord = DiscordConfig{APIURL: DefaultDiscordAPIURL, Verbosity: "normal"} },
+	applyFile: func(l Loader, c *Config, fc *fileConfig) []error { return l.applyDiscordFile(c, fc.Discord) },
+	applyEnv:  Loader.applyDiscordEnv,
+}
+
 // applyDiscordFile copies [discord] into cfg.
 func (l Loader) applyDiscordFile(cfg *Config, d fileDiscord) []error {
 	var errs []error

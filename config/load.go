@@ -59,11 +59,12 @@ func (l Loader) load(home, path string, secrets *[]string) (*Config, error) {
 	cfg := &Config{
 		Home:       home,
 		Path:       filepath.Join(home, ConfigFile),
-		Telegram:   TelegramConfig{APIURL: DefaultTelegramAPIURL, Verbosity: "normal", WebhookListen: DefaultTelegramWebhookListen},
-		Discord:    DiscordConfig{APIURL: DefaultDiscordAPIURL, Verbosity: "normal"},
 		Agent:      defaultAgent(home),
 		Schedule:   defaultSchedule(),
 		Transcribe: defaultTranscribe(),
+	}
+	for _, p := range Platforms {
+		p.defaults(cfg)
 	}
 	if path == "" {
 		path = cfg.Path
@@ -164,36 +165,9 @@ func (l Loader) applyFile(cfg *Config, fc *fileConfig) []error {
 	bad := func(key string, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%s: %s: %s", cfg.Path, key, fmt.Sprintf(format, args...)))
 	}
-	t := fc.Telegram
-	switch {
-	case t.Token != "" && t.TokenFile != "":
-		bad("telegram.token", "token and token_file are both set; keep one")
-	case t.Token != "":
-		cfg.Telegram.Token = strings.TrimSpace(t.Token)
-		cfg.Telegram.TokenSource = SourceConfig
-	case t.TokenFile != "":
-		p, err := l.resolvePath(t.TokenFile, cfg.Home)
-		if err != nil {
-			bad("telegram.token_file", "%v", err)
-		}
-		cfg.Telegram.TokenFile = p
+	for _, p := range Platforms {
+		errs = append(errs, p.applyFile(l, cfg, fc)...)
 	}
-	if t.APIURL != "" {
-		u, err := validateAPIURL(t.APIURL)
-		if err != nil {
-			bad("telegram.api_url", "%v", err)
-		}
-		cfg.Telegram.APIURL = u
-	}
-	cfg.Telegram.AllowGroups = t.AllowGroups
-	switch t.Verbosity {
-	case "":
-	case "quiet", "normal", "verbose":
-		cfg.Telegram.Verbosity = t.Verbosity
-	default:
-		bad("telegram.verbosity", "must be quiet, normal or verbose")
-	}
-	applyTelegramWebhook(cfg, t, bad)
 	applySchedule(cfg, fc.Schedule, bad)
 	l.applyTranscribe(cfg, fc.Transcribe, bad)
 
@@ -212,7 +186,6 @@ func (l Loader) applyFile(cfg *Config, fc *fileConfig) []error {
 		}
 		cfg.Agent.BashTimeout = d
 	}
-	errs = append(errs, l.applyDiscordFile(cfg, fc.Discord)...)
 	return append(errs, l.applyAgentFile(cfg, &fc.Agent)...)
 }
 
@@ -220,39 +193,9 @@ func (l Loader) applyFile(cfg *Config, fc *fileConfig) []error {
 // environment did not supply the token, and checks the token.
 func (l Loader) applyEnv(cfg *Config, secrets *[]string) []error {
 	var errs []error
-	if v := l.getenv(EnvTelegramToken); v != "" {
-		*secrets = append(*secrets, v, strings.TrimSpace(v))
-		cfg.Telegram.Token = strings.TrimSpace(v)
-		cfg.Telegram.TokenSource = SourceEnv
-		if cfg.Telegram.Token == "" {
-			errs = append(errs, fmt.Errorf("%s: is only whitespace", EnvTelegramToken))
-		}
-	} else if cfg.Telegram.TokenFile != "" {
-		tok, err := readTokenFile(cfg.Telegram.TokenFile, secrets)
-		if err != nil {
-			errs = append(errs, err)
-		}
-		cfg.Telegram.Token = tok
-		cfg.Telegram.TokenSource = SourceTokenFile
+	for _, p := range Platforms {
+		errs = append(errs, p.applyEnv(l, cfg, secrets)...)
 	}
-	if err := checkToken(cfg.Telegram.Token); err != nil {
-		where := EnvTelegramToken
-		switch cfg.Telegram.TokenSource {
-		case SourceConfig:
-			where = cfg.Path + ": telegram.token"
-		case SourceTokenFile:
-			where = "token file " + cfg.Telegram.TokenFile
-		}
-		errs = append(errs, fmt.Errorf("%s: %w", where, err))
-	}
-	if v := l.getenv(EnvTelegramAPIURL); v != "" {
-		u, err := validateAPIURL(v)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", EnvTelegramAPIURL, err))
-		}
-		cfg.Telegram.APIURL = u
-	}
-	errs = append(errs, l.applyDiscordEnv(cfg, secrets)...)
 	return append(errs, l.applyAgentEnv(cfg, secrets)...)
 }
 

@@ -22,6 +22,10 @@ type Platform struct {
 	// Settings returns the section's loaded settings in the form every
 	// platform shares.
 	Settings func(*Config) PlatformSettings
+
+	defaults  func(*Config)                              // the section's defaults, before config.toml
+	applyFile func(Loader, *Config, *fileConfig) []error // config.toml's section into cfg
+	applyEnv  func(Loader, *Config, *[]string) []error   // the variables, then the token file; adds what it reads to secrets
 }
 
 // PlatformSecret is one setting of a platform's section that must never be shown.
@@ -54,39 +58,6 @@ func (s PlatformSettings) Enabled() bool { return s.Token != "" }
 // Platforms lists every chat platform latch has, in the order the gateways
 // start and are listed. A new platform adds its row here.
 var Platforms = []Platform{TelegramPlatform, DiscordPlatform}
-
-// TelegramPlatform is Telegram's row of [Platforms].
-var TelegramPlatform = Platform{
-	Name: "telegram", Title: "Telegram", APIName: "the Telegram Bot API",
-	TokenEnv: EnvTelegramToken, APIURLEnv: EnvTelegramAPIURL, DefaultAPIURL: DefaultTelegramAPIURL,
-	Secrets: []PlatformSecret{
-		{Key: "token", Env: EnvTelegramToken, What: "the Telegram bot token", FileKey: "[telegram] token_file",
-			file:  func(fc *fileConfig) string { return fc.Telegram.Token },
-			value: func(c *Config) string { return c.Telegram.Token }},
-		{Key: "webhook_secret", What: "the Telegram webhook secret",
-			file:  func(fc *fileConfig) string { return fc.Telegram.WebhookSecret },
-			value: func(c *Config) string { return c.Telegram.WebhookSecret }},
-	},
-	Settings: func(c *Config) PlatformSettings {
-		t := c.Telegram
-		return PlatformSettings{t.Token, t.TokenFile, t.TokenSource, t.APIURL, t.AllowGroups, t.Verbosity}
-	},
-}
-
-// DiscordPlatform is Discord's row of [Platforms].
-var DiscordPlatform = Platform{
-	Name: "discord", Title: "Discord", APIName: "the Discord API",
-	TokenEnv: EnvDiscordToken, APIURLEnv: EnvDiscordAPIURL, DefaultAPIURL: DefaultDiscordAPIURL,
-	Secrets: []PlatformSecret{
-		{Key: "token", Env: EnvDiscordToken, What: "the Discord bot token", FileKey: "[discord] token_file",
-			file:  func(fc *fileConfig) string { return fc.Discord.Token },
-			value: func(c *Config) string { return c.Discord.Token }},
-	},
-	Settings: func(c *Config) PlatformSettings {
-		d := c.Discord
-		return PlatformSettings{d.Token, d.TokenFile, d.TokenSource, d.APIURL, d.AllowGroups, d.Verbosity}
-	},
-}
 
 // PlatformNamed returns the row of [Platforms] called name.
 func PlatformNamed(name string) (Platform, bool) {

@@ -97,7 +97,8 @@ func pairTarget(hc homeConfig, args []string) (string, error) {
 	}
 	switch len(have) {
 	case 0:
-		return "", fmt.Errorf("no gateway is configured: set [telegram] token in config.toml (or %s), then run `latch pair telegram`", tokenVariable("telegram"))
+		first := config.Platforms[0]
+		return "", fmt.Errorf("no gateway is configured: set [%s] token in config.toml (or %s), then run `latch pair %s`", first.Name, first.TokenEnv, first.Name)
 	case 1:
 		return have[0], nil
 	}
