@@ -199,12 +199,6 @@ func (l Loader) applyEnv(cfg *Config, secrets *[]string) []error {
 	return append(errs, l.applyAgentEnv(cfg, secrets)...)
 }
 
-// readTokenFile returns the trimmed content of a token file that only its
-// owner, the current user, can access.
-func readTokenFile(path string, secrets *[]string) (string, error) {
-	return readSecretFile(path, "telegram.token_file", "token file", secrets)
-}
-
 // readSecretFile returns the trimmed content of the file that key names,
 // which only its owner, the current user, may access; what names the file
 // in errors.

@@ -1,6 +1,9 @@
 package config
 
-import "strings"
+import (
+	"fmt"
+	"strings"
+)
 
 // Platform is what the config layer knows of one chat platform: its section
 // of config.toml, its variables, and which of its settings are secrets.
@@ -120,4 +123,83 @@ func platformSecretsHeld(defined func(section, key string) bool, fc *fileConfig)
 		}
 	}
 	return held
+}
+
+// sectionFile is what every platform's section of config.toml holds.
+type sectionFile struct {
+	Token, TokenFile, APIURL string
+	AllowGroups              bool
+	Verbosity                string
+}
+
+// sectionTo points at where a platform's loaded section keeps them.
+type sectionTo struct {
+	Token, TokenSource, TokenFile, APIURL, Verbosity *string
+	AllowGroups                                      *bool
+}
+
+// applySection checks and copies the settings every platform's section
+// has; the token file is read later, with the environment.
+func (l Loader) applySection(cfg *Config, name string, f sectionFile, to sectionTo, bad func(key, format string, args ...any)) {
+	switch {
+	case f.Token != "" && f.TokenFile != "":
+		bad(name+".token", "token and token_file are both set; keep one")
+	case f.Token != "":
+		*to.Token = strings.TrimSpace(f.Token)
+		*to.TokenSource = name + ".token"
+	case f.TokenFile != "":
+		p, err := l.resolvePath(f.TokenFile, cfg.Home)
+		if err != nil {
+			bad(name+".token_file", "%v", err)
+		}
+		*to.TokenFile = p
+	}
+	if f.APIURL != "" {
+		u, err := validateAPIURL(f.APIURL)
+		if err != nil {
+			bad(name+".api_url", "%v", err)
+		}
+		*to.APIURL = u
+	}
+	*to.AllowGroups = f.AllowGroups
+	switch f.Verbosity {
+	case "":
+	case "quiet", "normal", "verbose":
+		*to.Verbosity = f.Verbosity
+	default:
+		bad(name+".verbosity", "must be quiet, normal or verbose")
+	}
+}
+
+// sectionToken takes a platform's token from env, or else from the token
+// file the section names; what it reads is added to secrets.
+func (l Loader) sectionToken(name, env string, to sectionTo, secrets *[]string) error {
+	if v := l.getenv(env); v != "" {
+		*secrets = append(*secrets, v, strings.TrimSpace(v))
+		*to.Token = strings.TrimSpace(v)
+		*to.TokenSource = env
+		return nil
+	}
+	if *to.TokenFile == "" {
+		return nil
+	}
+	tok, err := readSecretFile(*to.TokenFile, name+".token_file", "token file", secrets)
+	*to.Token = tok
+	*to.TokenSource = name + ".token_file"
+	return err
+}
+
+// sectionAPIURL applies env, the variable that overrides a platform's
+// api_url.
+func (l Loader) sectionAPIURL(env string, to sectionTo) error {
+	v := l.getenv(env)
+	if v == "" {
+		return nil
+	}
+	u, err := validateAPIURL(v)
+	if err != nil {
+		return fmt.Errorf("%s: %w", env, err)
+	}
+	*to.APIURL = u
+	return nil
 }

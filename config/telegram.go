@@ -2,7 +2,6 @@ package config
 
 import (
 	"fmt"
-	"strings"
 )
 
 // TelegramPlatform is Telegram's row of [Platforms].
@@ -35,34 +34,8 @@ func (l Loader) applyTelegramFile(cfg *Config, fc *fileConfig) []error {
 		errs = append(errs, fmt.Errorf("%s: %s: %s", cfg.Path, key, fmt.Sprintf(format, args...)))
 	}
 	t := fc.Telegram
-	switch {
-	case t.Token != "" && t.TokenFile != "":
-		bad("telegram.token", "token and token_file are both set; keep one")
-	case t.Token != "":
-		cfg.Telegram.Token = strings.TrimSpace(t.Token)
-		cfg.Telegram.TokenSource = SourceConfig
-	case t.TokenFile != "":
-		p, err := l.resolvePath(t.TokenFile, cfg.Home)
-		if err != nil {
-			bad("telegram.token_file", "%v", err)
-		}
-		cfg.Telegram.TokenFile = p
-	}
-	if t.APIURL != "" {
-		u, err := validateAPIURL(t.APIURL)
-		if err != nil {
-			bad("telegram.api_url", "%v", err)
-		}
-		cfg.Telegram.APIURL = u
-	}
-	cfg.Telegram.AllowGroups = t.AllowGroups
-	switch t.Verbosity {
-	case "":
-	case "quiet", "normal", "verbose":
-		cfg.Telegram.Verbosity = t.Verbosity
-	default:
-		bad("telegram.verbosity", "must be quiet, normal or verbose")
-	}
+	l.applySection(cfg, "telegram", sectionFile{t.Token, t.TokenFile, t.APIURL, t.AllowGroups, t.Verbosity},
+		cfg.Telegram.fields(), bad)
 	applyTelegramWebhook(cfg, t, bad)
 	return errs
 }
@@ -71,20 +44,11 @@ func (l Loader) applyTelegramFile(cfg *Config, fc *fileConfig) []error {
 // environment did not supply the token, and checks the token.
 func (l Loader) applyTelegramEnv(cfg *Config, secrets *[]string) []error {
 	var errs []error
-	if v := l.getenv(EnvTelegramToken); v != "" {
-		*secrets = append(*secrets, v, strings.TrimSpace(v))
-		cfg.Telegram.Token = strings.TrimSpace(v)
-		cfg.Telegram.TokenSource = SourceEnv
-		if cfg.Telegram.Token == "" {
-			errs = append(errs, fmt.Errorf("%s: is only whitespace", EnvTelegramToken))
-		}
-	} else if cfg.Telegram.TokenFile != "" {
-		tok, err := readTokenFile(cfg.Telegram.TokenFile, secrets)
-		if err != nil {
-			errs = append(errs, err)
-		}
-		cfg.Telegram.Token = tok
-		cfg.Telegram.TokenSource = SourceTokenFile
+	if err := l.sectionToken("telegram", EnvTelegramToken, cfg.Telegram.fields(), secrets); err != nil {
+		errs = append(errs, err)
+	}
+	if cfg.Telegram.TokenSource == SourceEnv && cfg.Telegram.Token == "" {
+		errs = append(errs, fmt.Errorf("%s: is only whitespace", EnvTelegramToken))
 	}
 	if err := checkToken(cfg.Telegram.Token); err != nil {
 		where := EnvTelegramToken
@@ -96,12 +60,12 @@ func (l Loader) applyTelegramEnv(cfg *Config, secrets *[]string) []error {
 		}
 		errs = append(errs, fmt.Errorf("%s: %w", where, err))
 	}
-	if v := l.getenv(EnvTelegramAPIURL); v != "" {
-		u, err := validateAPIURL(v)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", EnvTelegramAPIURL, err))
-		}
-		cfg.Telegram.APIURL = u
+	if err := l.sectionAPIURL(EnvTelegramAPIURL, cfg.Telegram.fields()); err != nil {
+		errs = append(errs, err)
 	}
 	return errs
+}
+
+func (t *TelegramConfig) fields() sectionTo {
+	return sectionTo{&t.Token, &t.TokenSource, &t.TokenFile, &t.APIURL, &t.Verbosity, &t.AllowGroups}
 }
