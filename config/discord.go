@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 )
 
 // Discord settings and their environment overrides.
@@ -56,67 +55,46 @@ func (d DiscordConfig) LogValue() slog.Value {
 		slog.Bool("allow_groups", d.AllowGroups))
 }
 
+// DiscordPlatform is Discord's row of [Platforms].
+var DiscordPlatform = Platform{
+	Name: "discord", Title: "Discord", APIName: "the Discord API",
+	TokenEnv: EnvDiscordToken, APIURLEnv: EnvDiscordAPIURL, DefaultAPIURL: DefaultDiscordAPIURL,
+	Secrets: []PlatformSecret{
+		{Key: "token", Env: EnvDiscordToken, What: "the Discord bot token", FileKey: "[discord] token_file",
+			file:  func(fc *fileConfig) string { return fc.Discord.Token },
+			value: func(c *Config) string { return c.Discord.Token }},
+	},
+	Settings: func(c *Config) PlatformSettings {
+		d := c.Discord
+		return PlatformSettings{d.Token, d.TokenFile, d.TokenSource, d.APIURL, d.AllowGroups, d.Verbosity}
+	},
+	defaults:  func(c *Config) { c.Discord = DiscordConfig{APIURL: DefaultDiscordAPIURL, Verbosity: "normal"} },
+	applyFile: func(l Loader, c *Config, fc *fileConfig) []error { return l.applyDiscordFile(c, fc.Discord) },
+	applyEnv:  Loader.applyDiscordEnv,
+}
+
 // applyDiscordFile copies [discord] into cfg.
 func (l Loader) applyDiscordFile(cfg *Config, d fileDiscord) []error {
 	var errs []error
 	bad := func(key, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%s: %s: %s", cfg.Path, key, fmt.Sprintf(format, args...)))
 	}
-	switch {
-	case d.Token != "" && d.TokenFile != "":
-		bad("discord.token", "token and token_file are both set; keep one")
-	case d.Token != "":
-		cfg.Discord.Token = strings.TrimSpace(d.Token)
-		cfg.Discord.TokenSource = "discord.token"
-	case d.TokenFile != "":
-		p, err := l.resolvePath(d.TokenFile, cfg.Home)
-		if err != nil {
-			bad("discord.token_file", "%v", err)
-		}
-		cfg.Discord.TokenFile = p
-	}
-	if d.APIURL != "" {
-		u, err := validateAPIURL(d.APIURL)
-		if err != nil {
-			bad("discord.api_url", "%v", err)
-		}
-		cfg.Discord.APIURL = u
-	}
-	cfg.Discord.AllowGroups = d.AllowGroups
-	switch d.Verbosity {
-	case "":
-	case "quiet", "normal", "verbose":
-		cfg.Discord.Verbosity = d.Verbosity
-	default:
-		bad("discord.verbosity", "must be quiet, normal or verbose")
-	}
+	l.applySection(cfg, "discord", sectionFile{d.Token, d.TokenFile, d.APIURL, d.AllowGroups, d.Verbosity},
+		cfg.Discord.fields(), bad)
 	return errs
 }
 
 // applyDiscordEnv applies LATCH_DISCORD_* and reads the token file.
 func (l Loader) applyDiscordEnv(cfg *Config, secrets *[]string) []error {
 	var errs []error
-	if v := l.getenv(EnvDiscordToken); v != "" {
-		*secrets = append(*secrets, v, strings.TrimSpace(v))
-		cfg.Discord.Token = strings.TrimSpace(v)
-		cfg.Discord.TokenSource = EnvDiscordToken
-	} else if cfg.Discord.TokenFile != "" {
-		tok, err := readTokenFile(cfg.Discord.TokenFile, secrets)
-		if err != nil {
-			errs = append(errs, err)
-		}
-		cfg.Discord.Token = tok
-		cfg.Discord.TokenSource = "discord.token_file"
+	if err := l.sectionToken("discord", EnvDiscordToken, cfg.Discord.fields(), secrets); err != nil {
+		errs = append(errs, err)
 	}
 	if err := checkDiscordToken(cfg.Discord.Token); err != nil {
 		errs = append(errs, fmt.Errorf("discord token (%s): %w", cfg.Discord.TokenSource, err))
 	}
-	if v := l.getenv(EnvDiscordAPIURL); v != "" {
-		u, err := validateAPIURL(v)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", EnvDiscordAPIURL, err))
-		}
-		cfg.Discord.APIURL = u
+	if err := l.sectionAPIURL(EnvDiscordAPIURL, cfg.Discord.fields()); err != nil {
+		errs = append(errs, err)
 	}
 	return errs
 }
@@ -131,4 +109,8 @@ func checkDiscordToken(tok string) error {
 		}
 	}
 	return nil
+}
+
+func (d *DiscordConfig) fields() sectionTo {
+	return sectionTo{&d.Token, &d.TokenSource, &d.TokenFile, &d.APIURL, &d.Verbosity, &d.AllowGroups}
 }

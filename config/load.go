@@ -59,11 +59,12 @@ func (l Loader) load(home, path string, secrets *[]string) (*Config, error) {
 	cfg := &Config{
 		Home:       home,
 		Path:       filepath.Join(home, ConfigFile),
-		Telegram:   TelegramConfig{APIURL: DefaultTelegramAPIURL, Verbosity: "normal", WebhookListen: DefaultTelegramWebhookListen},
-		Discord:    DiscordConfig{APIURL: DefaultDiscordAPIURL, Verbosity: "normal"},
 		Agent:      defaultAgent(home),
 		Schedule:   defaultSchedule(),
 		Transcribe: defaultTranscribe(),
+	}
+	for _, p := range Platforms {
+		p.defaults(cfg)
 	}
 	if path == "" {
 		path = cfg.Path
@@ -114,9 +115,8 @@ func readConfigFile(path string, secrets *[]string) (*fileConfig, error) {
 	var fc fileConfig
 	md, err := toml.Decode(string(data), &fc)
 	// Whatever part of a secret was decoded must not show up in an error.
-	*secrets = append(*secrets, fc.Telegram.Token, strings.TrimSpace(fc.Telegram.Token),
-		fc.Agent.APIKey, strings.TrimSpace(fc.Agent.APIKey),
-		fc.Discord.Token, strings.TrimSpace(fc.Discord.Token), fc.Telegram.WebhookSecret,
+	*secrets = append(*secrets, fileSecrets(&fc)...)
+	*secrets = append(*secrets, fc.Agent.APIKey, strings.TrimSpace(fc.Agent.APIKey),
 		fc.Transcribe.APIKey, strings.TrimSpace(fc.Transcribe.APIKey))
 	*secrets = append(*secrets, mcpFileSecrets(fc.MCP)...)
 	var pe toml.ParseError
@@ -144,21 +144,12 @@ func readConfigFile(path string, secrets *[]string) (*fileConfig, error) {
 // secretsHeld names the secret keys config.toml sets, even to "". The
 // decoded value catches a case-folded "Token" too.
 func secretsHeld(md toml.MetaData, fc *fileConfig) []string {
-	var held []string
-	if md.IsDefined("telegram", "token") || fc.Telegram.Token != "" {
-		held = append(held, "telegram.token")
-	}
+	held := platformSecretsHeld(func(section, key string) bool { return md.IsDefined(section, key) }, fc)
 	if md.IsDefined("agent", "api_key") || fc.Agent.APIKey != "" {
 		held = append(held, "agent.api_key")
 	}
 	if md.IsDefined("transcribe", "api_key") || fc.Transcribe.APIKey != "" {
 		held = append(held, "transcribe.api_key")
-	}
-	if md.IsDefined("discord", "token") || fc.Discord.Token != "" {
-		held = append(held, "discord.token")
-	}
-	if md.IsDefined("telegram", "webhook_secret") || fc.Telegram.WebhookSecret != "" {
-		held = append(held, "telegram.webhook_secret")
 	}
 	if mcpSecretsHeld(fc.MCP) {
 		held = append(held, "mcp.servers headers or env")
@@ -174,36 +165,9 @@ func (l Loader) applyFile(cfg *Config, fc *fileConfig) []error {
 	bad := func(key string, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%s: %s: %s", cfg.Path, key, fmt.Sprintf(format, args...)))
 	}
-	t := fc.Telegram
-	switch {
-	case t.Token != "" && t.TokenFile != "":
-		bad("telegram.token", "token and token_file are both set; keep one")
-	case t.Token != "":
-		cfg.Telegram.Token = strings.TrimSpace(t.Token)
-		cfg.Telegram.TokenSource = SourceConfig
-	case t.TokenFile != "":
-		p, err := l.resolvePath(t.TokenFile, cfg.Home)
-		if err != nil {
-			bad("telegram.token_file", "%v", err)
-		}
-		cfg.Telegram.TokenFile = p
+	for _, p := range Platforms {
+		errs = append(errs, p.applyFile(l, cfg, fc)...)
 	}
-	if t.APIURL != "" {
-		u, err := validateAPIURL(t.APIURL)
-		if err != nil {
-			bad("telegram.api_url", "%v", err)
-		}
-		cfg.Telegram.APIURL = u
-	}
-	cfg.Telegram.AllowGroups = t.AllowGroups
-	switch t.Verbosity {
-	case "":
-	case "quiet", "normal", "verbose":
-		cfg.Telegram.Verbosity = t.Verbosity
-	default:
-		bad("telegram.verbosity", "must be quiet, normal or verbose")
-	}
-	applyTelegramWebhook(cfg, t, bad)
 	applySchedule(cfg, fc.Schedule, bad)
 	l.applyTranscribe(cfg, fc.Transcribe, bad)
 
@@ -222,7 +186,6 @@ func (l Loader) applyFile(cfg *Config, fc *fileConfig) []error {
 		}
 		cfg.Agent.BashTimeout = d
 	}
-	errs = append(errs, l.applyDiscordFile(cfg, fc.Discord)...)
 	return append(errs, l.applyAgentFile(cfg, &fc.Agent)...)
 }
 
@@ -230,46 +193,10 @@ func (l Loader) applyFile(cfg *Config, fc *fileConfig) []error {
 // environment did not supply the token, and checks the token.
 func (l Loader) applyEnv(cfg *Config, secrets *[]string) []error {
 	var errs []error
-	if v := l.getenv(EnvTelegramToken); v != "" {
-		*secrets = append(*secrets, v, strings.TrimSpace(v))
-		cfg.Telegram.Token = strings.TrimSpace(v)
-		cfg.Telegram.TokenSource = SourceEnv
-		if cfg.Telegram.Token == "" {
-			errs = append(errs, fmt.Errorf("%s: is only whitespace", EnvTelegramToken))
-		}
-	} else if cfg.Telegram.TokenFile != "" {
-		tok, err := readTokenFile(cfg.Telegram.TokenFile, secrets)
-		if err != nil {
-			errs = append(errs, err)
-		}
-		cfg.Telegram.Token = tok
-		cfg.Telegram.TokenSource = SourceTokenFile
+	for _, p := range Platforms {
+		errs = append(errs, p.applyEnv(l, cfg, secrets)...)
 	}
-	if err := checkToken(cfg.Telegram.Token); err != nil {
-		where := EnvTelegramToken
-		switch cfg.Telegram.TokenSource {
-		case SourceConfig:
-			where = cfg.Path + ": telegram.token"
-		case SourceTokenFile:
-			where = "token file " + cfg.Telegram.TokenFile
-		}
-		errs = append(errs, fmt.Errorf("%s: %w", where, err))
-	}
-	if v := l.getenv(EnvTelegramAPIURL); v != "" {
-		u, err := validateAPIURL(v)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", EnvTelegramAPIURL, err))
-		}
-		cfg.Telegram.APIURL = u
-	}
-	errs = append(errs, l.applyDiscordEnv(cfg, secrets)...)
 	return append(errs, l.applyAgentEnv(cfg, secrets)...)
-}
-
-// readTokenFile returns the trimmed content of a token file that only its
-// owner, the current user, can access.
-func readTokenFile(path string, secrets *[]string) (string, error) {
-	return readSecretFile(path, "telegram.token_file", "token file", secrets)
 }
 
 // readSecretFile returns the trimmed content of the file that key names,

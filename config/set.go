@@ -22,11 +22,14 @@ var ErrUnknownKey = errors.New("not a setting of config.toml")
 
 // Secret reports whether key holds a secret, whose value is never shown.
 func Secret(key string) bool {
-	switch key {
-	case "telegram.token", "telegram.webhook_secret", "discord.token", "agent.api_key":
-		return true
+	for _, p := range Platforms {
+		for _, s := range p.Secrets {
+			if key == p.Name+"."+s.Key {
+				return true
+			}
+		}
 	}
-	return false
+	return key == "agent.api_key" || key == "transcribe.api_key"
 }
 
 // Set sets key (as config.toml spells it, "telegram.token") to value in

@@ -131,3 +131,28 @@ func TestSettings(t *testing.T) {
 		}
 	}
 }
+
+// TestEverySecretKeyIsKnown: a key of config.toml whose name says it holds
+// a secret is one [Secret] reports (and so `latch config` never shows) and,
+// in a platform's section, one of the platform table's secrets (and so
+// every scrubber knows it).
+func TestEverySecretKeyIsKnown(t *testing.T) {
+	held := map[string]bool{}
+	for _, p := range Platforms {
+		for _, s := range p.Secrets {
+			held[p.Name+"."+s.Key] = true
+		}
+	}
+	for _, key := range schemaKeys {
+		section, name, _ := strings.Cut(key, ".")
+		if !(name == "token" || strings.HasSuffix(name, "_secret") || name == "api_key") || strings.HasPrefix(key, "mcp.") {
+			continue
+		}
+		if _, ok := PlatformNamed(section); ok && !held[key] {
+			t.Errorf("%s is not among the secrets of the %s row of Platforms", key, section)
+		}
+		if !Secret(key) {
+			t.Errorf("Secret(%q) = false", key)
+		}
+	}
+}

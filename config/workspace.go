@@ -21,12 +21,14 @@ func checkWorkspace(cfg *Config) []error {
 		errs = append(errs, fmt.Errorf("%s: agent.workspace: must not be or contain the latch home directory %s "+
 			"(config, store and keys), which the agent's file tools would reach; use a directory of its own", cfg.Path, cfg.Home))
 	}
-	for _, f := range []struct{ key, path string }{
-		{"telegram.token_file", cfg.Telegram.TokenFile},
-		{"discord.token_file", cfg.Discord.TokenFile},
-		{"agent.api_key_file", cfg.Agent.APIKeyFile},
-		{"transcribe.api_key_file", cfg.Transcribe.APIKeyFile},
-	} {
+	type file struct{ key, path string }
+	var files []file
+	for _, p := range Platforms {
+		files = append(files, file{p.Name + ".token_file", p.Settings(cfg).TokenFile})
+	}
+	files = append(files, file{"agent.api_key_file", cfg.Agent.APIKeyFile},
+		file{"transcribe.api_key_file", cfg.Transcribe.APIKeyFile})
+	for _, f := range files {
 		if f.path != "" && within(resolveExisting(f.path), ws) {
 			errs = append(errs, fmt.Errorf("%s: %s: %s is inside agent.workspace, where the agent's file tools would read it; keep it outside",
 				cfg.Path, f.key, f.path))

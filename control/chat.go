@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/latchd/latch/logkey"
 )
 
 // The terminal chat (`latch chat`) runs agent turns on the daemon's one
@@ -282,9 +284,9 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case err == nil:
 	case !st.started():
-		s.chatError(w, "chat", err)
+		s.chatError(w, logkey.Chat, err)
 	default:
-		s.log.Error("control: chat turn failed", "err", err)
+		s.log.Error("control: chat turn failed", logkey.Err, err)
 		st.emit(ChatEvent{Type: EventError, Text: "The turn failed inside the daemon; see its log."})
 	}
 }

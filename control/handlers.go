@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+
+	"github.com/latchd/latch/logkey"
 )
 
 // authorize admits only requests whose connection's peer uid is the
@@ -19,7 +21,7 @@ func (s *Server) authorize(next http.Handler) http.Handler {
 			s.log.Warn("control: refused request without peer credentials", "path", r.URL.Path)
 			writeError(w, http.StatusForbidden, codeRefused, "refused: cannot verify the caller's identity")
 		case res.err != nil:
-			s.log.Warn("control: refused request, peer credentials unreadable", "path", r.URL.Path, "err", res.err)
+			s.log.Warn("control: refused request, peer credentials unreadable", "path", r.URL.Path, logkey.Err, res.err)
 			writeError(w, http.StatusForbidden, codeRefused, "refused: cannot verify the caller's identity")
 		case res.peer.UID != s.uid:
 			s.log.Warn("control: refused request from another user",
@@ -92,7 +94,7 @@ func (s *Server) handlePair(w http.ResponseWriter, r *http.Request) {
 	// Never log res.Code: the log outlives the code's TTL and may be read
 	// by others (journald, support bundles).
 	peer, _ := PeerFromContext(r.Context())
-	s.log.Info("control: pairing code minted", "gateway", res.Gateway,
+	s.log.Info("control: pairing code minted", logkey.Gateway, res.Gateway,
 		"expires_at", res.ExpiresAt, "replace", req.Replace, "peer_pid", peer.PID)
 	writeJSON(w, http.StatusOK, res)
 }
@@ -111,7 +113,7 @@ func (s *Server) handleUnpair(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	peer, _ := PeerFromContext(r.Context())
-	s.log.Info("control: gateway unpaired", "gateway", req.Gateway, "peer_pid", peer.PID)
+	s.log.Info("control: gateway unpaired", logkey.Gateway, req.Gateway, "peer_pid", peer.PID)
 	writeJSON(w, http.StatusOK, struct{}{})
 }
 
@@ -141,7 +143,7 @@ func (s *Server) backendError(w http.ResponseWriter, op string, err error) {
 	case errors.Is(err, ErrLatched):
 		status, code = http.StatusConflict, codeLatched
 	default:
-		s.log.Error("control: backend failed", "op", op, "err", err)
+		s.log.Error("control: backend failed", "op", op, logkey.Err, err)
 		writeError(w, http.StatusInternalServerError, codeInternal,
 			op+" failed inside the daemon; see its log")
 		return

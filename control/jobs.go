@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/latchd/latch/logkey"
 )
 
 // Scheduled jobs from the machine (`latch jobs`): GET /v1/jobs lists
@@ -106,7 +108,7 @@ func (s *Server) jobAnswer(w http.ResponseWriter, r *http.Request, op string, jo
 		return
 	}
 	peer, _ := PeerFromContext(r.Context())
-	s.log.Info("control: "+op, "gateway", job.Gateway, "job", job.ID, "peer_pid", peer.PID)
+	s.log.Info("control: "+op, logkey.Gateway, job.Gateway, "job", job.ID, "peer_pid", peer.PID)
 	writeJSON(w, http.StatusOK, job)
 }
 

@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/latchd/latch/logkey"
 )
 
 const (
@@ -292,7 +294,7 @@ func (s *Server) removeSocket() {
 			return
 		}
 		if err := os.Remove(s.path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			s.log.Warn("control: remove socket", "path", s.path, "err", err)
+			s.log.Warn("control: remove socket", "path", s.path, logkey.Err, err)
 		}
 	})
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/latchd/latch/agent/tools"
 	"github.com/latchd/latch/control"
 	"github.com/latchd/latch/gateways"
+	"github.com/latchd/latch/logkey"
 	"github.com/latchd/latch/pairing"
 	"github.com/latchd/latch/schedule"
 	"github.com/latchd/latch/store"
@@ -67,7 +68,9 @@ func (d *Daemon) Mint(ctx context.Context, req control.MintRequest) (control.Min
 func (d *Daemon) unknownGateway(name string) error {
 	names := slices.Sorted(maps.Keys(d.byName))
 	if len(names) == 0 {
-		return fmt.Errorf("%w: %q: the running daemon has no gateway configured (set [telegram] token in config.toml, or LATCH_TELEGRAM_TOKEN, and restart it)", control.ErrUnknownGateway, name)
+		first := Platforms[0]
+		return fmt.Errorf("%w: %q: the running daemon has no gateway configured (set [%s] token in config.toml, or %s, and restart it)",
+			control.ErrUnknownGateway, name, first.Name, first.TokenEnv)
 	}
 	return fmt.Errorf("%w: %q is not configured in the running daemon; it has: %s", control.ErrUnknownGateway, name, strings.Join(names, ", "))
 }
@@ -211,7 +214,7 @@ func (d *Daemon) Unpair(ctx context.Context, gateway string) error {
 	if old == nil {
 		return fmt.Errorf("%q: %w", gateway, control.ErrNotLatched)
 	}
-	d.Log.Info("gateway unpaired", "gateway", gateway, "chat", old.ChatID)
+	d.Log.Info("gateway unpaired", logkey.Gateway, gateway, logkey.Chat, old.ChatID)
 	// The chat no longer controls anything: what it set going stops too,
 	// the running job and what waits behind it.
 	d.hub.Unlatched(gateway)
@@ -309,11 +312,10 @@ func memoryInfo() *control.MemoryInfo {
 // endpoints lists the API roots the daemon talks to (control.Status).
 func (d *Daemon) endpoints() map[string]string {
 	out := make(map[string]string)
-	if _, ok := d.byName["telegram"]; ok {
-		out[control.EndpointTelegram] = d.Config.Telegram.APIURL
-	}
-	if _, ok := d.byName["discord"]; ok {
-		out[control.EndpointDiscord] = d.Config.Discord.APIURL
+	for _, p := range Platforms {
+		if _, ok := d.byName[p.Name]; ok {
+			out[p.Name] = p.Settings(d.Config).APIURL
+		}
 	}
 	if u := d.Config.Agent.ModelURL(); u != "" {
 		out[control.EndpointModel] = u

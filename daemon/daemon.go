@@ -20,8 +20,7 @@ import (
 	"github.com/latchd/latch/config"
 	"github.com/latchd/latch/control"
 	"github.com/latchd/latch/gateways"
-	"github.com/latchd/latch/gateways/discord"
-	"github.com/latchd/latch/gateways/telegram"
+	"github.com/latchd/latch/logkey"
 	"github.com/latchd/latch/pairing"
 	"github.com/latchd/latch/schedule"
 	"github.com/latchd/latch/service"
@@ -169,7 +168,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	} else {
 		defer func() {
 			if err := cgroups.Close(); err != nil {
-				d.Log.Warn("cgroups", "err", err)
+				d.Log.Warn("cgroups", logkey.Err, err)
 			}
 		}()
 	}
@@ -181,7 +180,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	defer ws.Close()
 	ws.LimitInbox(int64(d.Config.Agent.InboxMaxMB) << 20)
 	if err := ws.CleanInbox(); err != nil { // no download runs yet
-		d.Log.Warn("removing the part files of cut-short downloads from the inbox", "err", err)
+		d.Log.Warn("removing the part files of cut-short downloads from the inbox", logkey.Err, err)
 	}
 	// Stopped in serve, before the reaper, which waits for them.
 	d.mcp = mcp.New(MCPOptions(d.Config, d.reaper, d.cgroups, d.Log.With("part", "mcp")))
@@ -198,7 +197,8 @@ func (d *Daemon) Run(ctx context.Context) error {
 		gws = d.buildGateways()
 	}
 	if len(gws) == 0 {
-		d.Log.Warn("no gateway is configured; set [telegram] token in config.toml or LATCH_TELEGRAM_TOKEN")
+		first := Platforms[0]
+		d.Log.Warn(fmt.Sprintf("no gateway is configured; set [%s] token in config.toml or %s", first.Name, first.TokenEnv))
 	}
 	d.byName = make(map[string]gateways.Gateway)
 	for _, g := range gws {
@@ -206,7 +206,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	}
 	d.hub = gateways.NewHub(gateways.Config{
 		Store: db, Pairer: pairer, Gateways: gws, Log: d.Log,
-		AllowGroups: map[string]bool{"telegram": d.Config.Telegram.AllowGroups, "discord": d.Config.Discord.AllowGroups},
+		AllowGroups: allowGroups(d.Config),
 		Shell:       d.shell,
 		Agent:       chatAgent(d.Config, ag, db, d.Log, d.reaper, d.cgroups),
 		Files:       ws,
@@ -256,7 +256,7 @@ func (d *Daemon) serve(ctx context.Context, ctl *control.Server, gws []gateways.
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		if err := ctl.Serve(ctx); err != nil {
-			d.Log.Error("control socket stopped", "err", err)
+			d.Log.Error("control socket stopped", logkey.Err, err)
 		}
 	})
 	fatal := make(chan error, len(gws))
@@ -282,7 +282,7 @@ func (d *Daemon) serve(ctx context.Context, ctl *control.Server, gws []gateways.
 	// recovered from the inbox (interrupted notices) have somewhere to go.
 	wg.Go(func() {
 		if err := d.hub.Run(ctx); err != nil {
-			d.Log.Error("dispatcher stopped", "err", err)
+			d.Log.Error("dispatcher stopped", logkey.Err, err)
 			cancel()
 		}
 	})
@@ -319,7 +319,7 @@ func (d *Daemon) expireLatchRequests(ctx context.Context) {
 	defer t.Stop()
 	for {
 		if err := d.hub.ExpireLatchRequests(); err != nil {
-			d.Log.Warn("expiring latch requests", "err", err)
+			d.Log.Warn("expiring latch requests", logkey.Err, err)
 		}
 		select {
 		case <-ctx.Done():
@@ -343,7 +343,7 @@ func (d *Daemon) runGateway(ctx context.Context, g gateways.Gateway, started *sy
 			fatal <- fmt.Errorf("%w: %w", ErrConfig, err)
 			return
 		}
-		d.Log.Warn("gateway could not connect; retrying", "gateway", g.Name(), "err", err, "in", delay)
+		d.Log.Warn("gateway could not connect; retrying", logkey.Gateway, g.Name(), logkey.Err, err, "in", delay)
 		once()
 		select {
 		case <-ctx.Done():
@@ -354,20 +354,20 @@ func (d *Daemon) runGateway(ctx context.Context, g gateways.Gateway, started *sy
 	if name := g.Info().BotName; name != "" {
 		err := d.db.Update(func(tx *store.Tx) error { return tx.SetBotName(g.Name(), name) })
 		if err != nil {
-			d.Log.Warn("recording bot name", "err", err)
+			d.Log.Warn("recording bot name", logkey.Err, err)
 		}
 	}
-	d.Log.Info("gateway connected", "gateway", g.Name(), "bot", g.Info().BotName)
+	d.Log.Info("gateway connected", logkey.Gateway, g.Name(), "bot", g.Info().BotName)
 	if r, ok := g.(restorer); ok {
 		// Before the Hub dispatches: a notice recovered from the inbox
 		// must not be posted before what decides where it goes is read.
 		if err := r.Restore(ctx, d.hub); err != nil {
-			d.Log.Warn("reading the gateway's stored state failed; its Run reads it again", "gateway", g.Name(), "err", err)
+			d.Log.Warn("reading the gateway's stored state failed; its Run reads it again", logkey.Gateway, g.Name(), logkey.Err, err)
 		}
 	}
 	once()
 	if err := g.Run(ctx, d.hub); err != nil {
-		d.Log.Error("gateway stopped", "gateway", g.Name(), "err", err)
+		d.Log.Error("gateway stopped", logkey.Gateway, g.Name(), logkey.Err, err)
 	}
 }
 
@@ -381,13 +381,10 @@ type restorer interface {
 
 func (d *Daemon) buildGateways() []gateways.Gateway {
 	var gws []gateways.Gateway
-	if t := d.Config.Telegram; t.Enabled() {
-		gws = append(gws, telegram.New(telegram.Config{Token: t.Token, APIURL: t.APIURL, Verbosity: t.Verbosity,
-			WebhookURL: t.WebhookURL, WebhookListen: t.WebhookListen, WebhookSecret: t.WebhookSecret,
-			AllowGroups: t.AllowGroups}, d.Log.With("gateway", "telegram")))
-	}
-	if c := d.Config.Discord; c.Enabled() {
-		gws = append(gws, discord.New(discord.Config{Token: c.Token, APIURL: c.APIURL, AllowGroups: c.AllowGroups, Verbosity: c.Verbosity}, d.Log.With("gateway", "discord")))
+	for _, p := range Platforms {
+		if p.Settings(d.Config).Enabled() {
+			gws = append(gws, p.New(d.Config, d.Log.With(logkey.Gateway, p.Name)))
+		}
 	}
 	return gws
 }

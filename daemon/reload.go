@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/latchd/latch/config"
+	"github.com/latchd/latch/logkey"
 )
 
 // Supervise runs daemons until ctx ends, reloading on every value from
@@ -67,7 +68,7 @@ func waitReload(ctx context.Context, reload <-chan struct{}, done <-chan error,
 		case <-reload:
 			next, err := load()
 			if err != nil {
-				log.Error("reload refused: the new configuration is invalid; keeping the old one", "err", err)
+				log.Error("reload refused: the new configuration is invalid; keeping the old one", logkey.Err, err)
 				continue
 			}
 			return next, nil

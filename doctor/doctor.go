@@ -211,10 +211,18 @@ const minSecretLen = 8
 // bot token after its colon.
 func (r *run) secrets() []string {
 	var raw []string
+	vars := []string{config.EnvAnthropicAPIKey, config.EnvOpenAIAPIKey}
 	if r.cfg != nil {
-		raw = append(raw, r.cfg.Telegram.Token, r.cfg.Agent.APIKey)
+		raw = append(config.PlatformSecrets(r.cfg), r.cfg.Agent.APIKey)
 	}
-	for _, name := range []string{config.EnvTelegramToken, config.EnvAnthropicAPIKey, config.EnvOpenAIAPIKey} {
+	for _, p := range config.Platforms {
+		for _, s := range p.Secrets {
+			if s.Env != "" {
+				vars = append(vars, s.Env)
+			}
+		}
+	}
+	for _, name := range vars {
 		v := r.d.getenv(name)
 		raw = append(raw, v, strings.TrimSpace(v))
 	}

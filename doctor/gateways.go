@@ -34,11 +34,10 @@ func configuredGateways(cfg *config.Config) []configuredGateway {
 		}
 		out = append(out, g)
 	}
-	if cfg.Telegram.Enabled() {
-		add("telegram", config.EnvTelegramToken)
-	}
-	if cfg.Discord.Enabled() {
-		add("discord", config.EnvDiscordToken)
+	for _, p := range config.Platforms {
+		if p.Settings(cfg).Enabled() {
+			add(p.Name, p.TokenEnv)
+		}
 	}
 	return out
 }
@@ -220,17 +219,20 @@ func (r *run) endpointDrift(ctx context.Context, st control.Status, detail strin
 	if r.cfg == nil || len(st.Endpoints) == 0 {
 		return Check{}, false
 	}
+	// Status.Endpoints is keyed by gateway name, and EndpointModel.
 	shell := map[string]string{control.EndpointModel: r.cfg.Agent.ModelURL()}
-	if r.cfg.Telegram.Enabled() {
-		shell[control.EndpointTelegram] = r.cfg.Telegram.APIURL
+	what := map[string]string{control.EndpointModel: "the model API"}
+	key := map[string]string{control.EndpointModel: "[agent] base_url"}
+	var names []string
+	for _, p := range config.Platforms {
+		if s := p.Settings(r.cfg); s.Enabled() {
+			shell[p.Name] = s.APIURL
+		}
+		what[p.Name], key[p.Name] = p.APIName, "["+p.Name+"] api_url"
+		names = append(names, p.Name)
 	}
-	if r.cfg.Discord.Enabled() {
-		shell[control.EndpointDiscord] = r.cfg.Discord.APIURL
-	}
-	what := map[string]string{control.EndpointTelegram: "the Telegram Bot API", control.EndpointDiscord: "the Discord API", control.EndpointModel: "the model API"}
-	key := map[string]string{control.EndpointTelegram: "[telegram] api_url", control.EndpointDiscord: "[discord] api_url", control.EndpointModel: "[agent] base_url"}
 	var parts, keys []string
-	for _, name := range []string{control.EndpointTelegram, control.EndpointDiscord, control.EndpointModel} {
+	for _, name := range append(names, control.EndpointModel) {
 		daemon, mine := st.Endpoints[name], shell[name]
 		if daemon == "" || mine == "" || daemon == mine {
 			continue

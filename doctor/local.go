@@ -70,8 +70,11 @@ func (r *run) checkConfig(context.Context) Check {
 // configFix names what to change for a config error: the environment
 // variable the error starts with, or else config.toml.
 func configFix(msg, path string) string {
-	for _, env := range []string{config.EnvTelegramToken, config.EnvTelegramAPIURL,
-		config.EnvAnthropicAPIKey, config.EnvAnthropicBaseURL, config.EnvOpenAIAPIKey, config.EnvOpenAIBaseURL} {
+	vars := []string{config.EnvAnthropicAPIKey, config.EnvAnthropicBaseURL, config.EnvOpenAIAPIKey, config.EnvOpenAIBaseURL}
+	for _, p := range config.Platforms {
+		vars = append(vars, p.TokenEnv, p.APIURLEnv)
+	}
+	for _, env := range vars {
 		if strings.HasPrefix(msg, env+":") {
 			return "correct or unset " + env
 		}

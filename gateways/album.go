@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/latchd/latch/logkey"
 	"github.com/latchd/latch/store"
 )
 
@@ -190,7 +191,7 @@ func (h *Hub) foldAlbum(c *chat, q queued, items []store.Entry) queued {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if err != nil {
-		h.log.Error("folding an album failed; its items run one by one", "gateway", q.e.Gateway, "seq", q.e.Seq, "err", err)
+		h.log.Error("folding an album failed; its items run one by one", logkey.Gateway, q.e.Gateway, "seq", q.e.Seq, logkey.Err, err)
 		back := make([]queued, len(items))
 		for i, e := range items {
 			back[i] = queued{e: e, j: h.jobFor(e)}

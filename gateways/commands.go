@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/latchd/latch/agent"
+	"github.com/latchd/latch/logkey"
 	"github.com/latchd/latch/store"
 )
 
@@ -191,7 +192,7 @@ func (h *Hub) runCommand(ctx context.Context, j *job, e store.Entry) {
 	}
 	command := shellCommand(e.Text)
 	h.runJob(ctx, j, e, jobSteps{}, func(jobCtx context.Context) bool {
-		h.log.Info("running command", "gateway", e.Gateway, "seq", e.Seq)
+		h.log.Info("running command", logkey.Gateway, e.Gateway, "seq", e.Seq)
 		return h.commandDone(ctx, j, e, h.cfg.Shell(jobCtx, command))
 	})
 }
@@ -268,7 +269,7 @@ func (h *Hub) runJob(ctx context.Context, j *job, e store.Entry, steps jobSteps,
 	if !steps.marksItself {
 		if err := h.cfg.Store.Update(func(tx *store.Tx) error { return tx.SetInboxState(e.Seq, store.Running) }); err != nil {
 			typed()
-			h.log.Error("marking job running failed; not run", "seq", e.Seq, "err", err)
+			h.log.Error("marking job running failed; not run", "seq", e.Seq, logkey.Err, err)
 			return
 		}
 	}
@@ -300,7 +301,7 @@ func (h *Hub) stoppedEarly(ctx context.Context, j *job, e store.Entry) bool {
 	h.mu.Unlock()
 	switch {
 	case dropped:
-		h.log.Info("gateway unpaired; job dropped before it started", "gateway", e.Gateway, "seq", e.Seq)
+		h.log.Info("gateway unpaired; job dropped before it started", logkey.Gateway, e.Gateway, "seq", e.Seq)
 		h.finish(e, false)
 	case stopped:
 		h.stoppedBeforeStart(ctx, e)
@@ -313,7 +314,7 @@ func (h *Hub) stoppedEarly(ctx context.Context, j *job, e store.Entry) bool {
 // told. In that order: a crash between the two loses the notice, which
 // "Stopping: …" has given already, rather than run the job after all.
 func (h *Hub) stoppedBeforeStart(ctx context.Context, e store.Entry) {
-	h.log.Info("job stopped before it started", "gateway", e.Gateway, "seq", e.Seq)
+	h.log.Info("job stopped before it started", logkey.Gateway, e.Gateway, "seq", e.Seq)
 	h.finish(e, true)
 	h.send(ctx, e.Gateway, e.ChatID, Reply{Text: MsgStoppedBeforeStart, ReplyTo: e.MessageID})
 }
@@ -361,7 +362,7 @@ func (h *Hub) newSession(e store.Entry) string {
 		return "There is no agent session to reset (no model is configured)."
 	}
 	if err := h.cfg.Agent.Reset(agent.SessionKey{Gateway: e.Gateway, Chat: e.ChatID}); err != nil {
-		h.log.Error("resetting session", "err", err)
+		h.log.Error("resetting session", logkey.Err, err)
 		return "Could not start a new session; see the daemon's log."
 	}
 	return "New session: the conversation so far is forgotten."

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/latchd/latch/agent"
+	"github.com/latchd/latch/logkey"
 	"github.com/latchd/latch/store"
 )
 
@@ -76,7 +77,7 @@ func (h *Hub) Run(ctx context.Context) error {
 	var storeHeld <-chan time.Time // armed while Ingest holds something
 	for {
 		if err := h.dispatchPending(work); err != nil {
-			h.log.Error("dispatch", "err", err)
+			h.log.Error("dispatch", logkey.Err, err)
 		}
 		select {
 		case <-ctx.Done():
@@ -169,7 +170,7 @@ func (h *Hub) tellStopping(wg *sync.WaitGroup, grace time.Duration) {
 			ctx, cancel := context.WithTimeout(j.out, 5*time.Second)
 			defer cancel()
 			if err := h.trySend(ctx, k.gateway, k.chatID, Reply{Text: fmt.Sprintf(MsgStopping, grace)}); err != nil {
-				h.log.Debug("could not tell the chat latch is stopping", "gateway", k.gateway, "chat", k.chatID, "err", err)
+				h.log.Debug("could not tell the chat latch is stopping", logkey.Gateway, k.gateway, logkey.Chat, k.chatID, logkey.Err, err)
 			}
 		})
 	}
@@ -223,7 +224,7 @@ func (h *Hub) recoverInbox() error {
 			return err
 		}
 		for _, e := range again {
-			h.log.Warn("sending again a notice that may have been delivered before the restart", "gateway", e.Gateway, "seq", e.Seq)
+			h.log.Warn("sending again a notice that may have been delivered before the restart", logkey.Gateway, e.Gateway, "seq", e.Seq)
 			if err := tx.MarkAgain(e.Seq); err != nil {
 				return err
 			}
@@ -248,7 +249,7 @@ func (h *Hub) recoverCut(tx *store.Tx, e store.Entry) error {
 		return err
 	}
 	if !latchedTo(l, e) {
-		h.log.Info("gateway unpaired; job cut by the restart dropped", "gateway", e.Gateway, "seq", e.Seq)
+		h.log.Info("gateway unpaired; job cut by the restart dropped", logkey.Gateway, e.Gateway, "seq", e.Seq)
 		return tx.DeleteInbox(e.Seq)
 	}
 	next := store.Entry{Seq: e.Seq, Kind: store.KindNotice, Gateway: e.Gateway, ChatID: e.ChatID, UserID: e.UserID,
@@ -256,12 +257,12 @@ func (h *Hub) recoverCut(tx *store.Tx, e store.Entry) error {
 	switch {
 	case h.resumable(e):
 		next.Kind, next.Text = store.KindResume, e.Text
-		h.log.Warn("agent turn cut by a restart; resuming from its last step", "gateway", e.Gateway, "seq", e.Seq)
+		h.log.Warn("agent turn cut by a restart; resuming from its last step", logkey.Gateway, e.Gateway, "seq", e.Seq)
 	case e.State == store.Running && isShellCommand(e):
 		next.Text = MsgMayHaveRun + e.Text
-		h.log.Warn("latch died while a command ran; not re-run", "gateway", e.Gateway, "seq", e.Seq)
+		h.log.Warn("latch died while a command ran; not re-run", logkey.Gateway, e.Gateway, "seq", e.Seq)
 	default:
-		h.log.Warn("command interrupted by restart; not re-run", "gateway", e.Gateway, "seq", e.Seq)
+		h.log.Warn("command interrupted by restart; not re-run", logkey.Gateway, e.Gateway, "seq", e.Seq)
 	}
 	return tx.ReplaceInbox(next)
 }
@@ -347,7 +348,7 @@ func (h *Hub) dispatch(ctx context.Context, e store.Entry) {
 func (h *Hub) stillLatched(e store.Entry) bool {
 	l, err := h.latch(e.Gateway)
 	if err != nil {
-		h.log.Error("reading latch failed; message dropped", "gateway", e.Gateway, "err", err)
+		h.log.Error("reading latch failed; message dropped", logkey.Gateway, e.Gateway, logkey.Err, err)
 		return false
 	}
 	return latchedTo(l, e)
@@ -380,7 +381,7 @@ func guarded(e store.Entry) bool {
 // finish deletes a handled entry (and counts it when handled is true).
 func (h *Hub) finish(e store.Entry, handled bool) {
 	if err := h.cfg.Store.Update(func(tx *store.Tx) error { return finishTx(tx, e, handled) }); err != nil {
-		h.log.Error("finishing inbox entry", "seq", e.Seq, "err", err)
+		h.log.Error("finishing inbox entry", "seq", e.Seq, logkey.Err, err)
 	}
 }
 
@@ -491,7 +492,7 @@ func (h *Hub) work(ctx context.Context, c *chat) {
 			// Unpaired while it waited: the chat no longer controls
 			// anything here, so the entry is dropped as dispatch drops
 			// one, without a word to the chat.
-			h.log.Info("gateway unpaired; queued entry dropped", "gateway", q.e.Gateway, "seq", q.e.Seq)
+			h.log.Info("gateway unpaired; queued entry dropped", logkey.Gateway, q.e.Gateway, "seq", q.e.Seq)
 			h.finish(q.e, false)
 		} else if q.e.State == store.Answered {
 			h.deliverAnswer(ctx, nil, q.e) // stored by the last process
@@ -573,7 +574,7 @@ func (h *Hub) Unlatched(gateway string) {
 	l, err := h.latch(gateway)
 	if err != nil {
 		// Fail closed: none of the gateway's work goes on.
-		h.log.Error("reading latch failed; dropping the gateway's work", "gateway", gateway, "err", err)
+		h.log.Error("reading latch failed; dropping the gateway's work", logkey.Gateway, gateway, logkey.Err, err)
 		l = nil
 	}
 	var dropped []store.Entry
@@ -611,7 +612,7 @@ func (h *Hub) Unlatched(gateway string) {
 	}
 	h.mu.Unlock()
 	for _, e := range dropped {
-		h.log.Info("gateway unpaired; queued entry dropped", "gateway", e.Gateway, "seq", e.Seq)
+		h.log.Info("gateway unpaired; queued entry dropped", logkey.Gateway, e.Gateway, "seq", e.Seq)
 		h.finish(e, false)
 	}
 }
@@ -627,7 +628,7 @@ func (h *Hub) goSend(ctx context.Context, gateway, chatID string, r Reply) {
 
 func (h *Hub) send(ctx context.Context, gateway, chatID string, r Reply) {
 	if err := h.trySend(ctx, gateway, chatID, r); err != nil {
-		h.log.Warn("sending reply failed", "gateway", gateway, "chat", chatID, "err", err)
+		h.log.Warn("sending reply failed", logkey.Gateway, gateway, logkey.Chat, chatID, logkey.Err, err)
 	}
 }
 

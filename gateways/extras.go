@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/latchd/latch/agent"
+	"github.com/latchd/latch/logkey"
 	"github.com/latchd/latch/store"
 )
 
@@ -78,7 +79,7 @@ func (h *Hub) pressed(ctx context.Context, e store.Entry, cb *Callback) {
 	go func() {
 		defer h.workers.Done()
 		if err := ans.AnswerCallback(ctx, e.ChatID, *cb, notice, resolved); err != nil {
-			h.log.Warn("answering a button press failed", "gateway", e.Gateway, "err", err)
+			h.log.Warn("answering a button press failed", logkey.Gateway, e.Gateway, logkey.Err, err)
 		}
 	}()
 }
@@ -108,7 +109,7 @@ func (h *Hub) saveFiles(ctx context.Context, e store.Entry, files []Attachment) 
 				return dl.Download(ctx, f, w, MaxInboundFile)
 			})
 			if err != nil {
-				h.log.Warn("saving an inbound file failed", "gateway", e.Gateway, "err", err)
+				h.log.Warn("saving an inbound file failed", logkey.Gateway, e.Gateway, logkey.Err, err)
 				fmt.Fprintf(&b, "[The owner sent a %s, but saving it failed: %v]", f.Kind, err)
 				continue
 			}

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/latchd/latch/logkey"
 	"github.com/latchd/latch/pairing"
 	"github.com/latchd/latch/store"
 )
@@ -286,7 +287,7 @@ func (h *Hub) Ingest(ctx context.Context, gateway, cursor string, msgs []Message
 		return tx.SetCursor(gateway, cursor)
 	})
 	if err != nil {
-		h.log.Error("ingest failed; messages dropped for now and retried later", "gateway", gateway, "err", err)
+		h.log.Error("ingest failed; messages dropped for now and retried later", logkey.Gateway, gateway, logkey.Err, err)
 		return fmt.Errorf("ingest: %w", err)
 	}
 	h.heldMu.Lock()
@@ -389,7 +390,7 @@ func (h *Hub) hold(on bool) {
 		return
 	}
 	if err := h.storeHeld(); err != nil {
-		h.log.Warn("could not store the strangers' count at shutdown", "err", err)
+		h.log.Warn("could not store the strangers' count at shutdown", logkey.Err, err)
 	}
 }
 
@@ -399,7 +400,7 @@ func (h *Hub) storeHeldNow() (again bool) {
 	h.ingestMu.Lock()
 	defer h.ingestMu.Unlock()
 	if err := h.storeHeld(); err != nil {
-		h.log.Warn("could not store the strangers' count; trying again", "err", err)
+		h.log.Warn("could not store the strangers' count; trying again", logkey.Err, err)
 		return true
 	}
 	return false
@@ -486,16 +487,16 @@ func (h *Hub) redeem(tx *store.Tx, m Message, now time.Time) (l *store.Latch, ok
 	switch {
 	case err == nil && res.Request != nil:
 		h.log.Warn("pairing code redeemed; the latch waits for the owner's approval in a latched chat",
-			"gateway", m.Gateway, "chat", m.ChatID, "name", m.ChatName)
+			logkey.Gateway, m.Gateway, logkey.Chat, m.ChatID, "name", m.ChatName)
 		return nil, true, requested(tx, m, res.Request, now)
 	case err == nil:
-		h.log.Info("gateway latched", "gateway", m.Gateway, "chat", m.ChatID, "name", m.ChatName)
+		h.log.Info("gateway latched", logkey.Gateway, m.Gateway, logkey.Chat, m.ChatID, "name", m.ChatName)
 		notice.Text = MsgPaired
 	case errors.Is(err, pairing.ErrNoApprover):
-		h.log.Warn("pairing code redeemed, but no latched chat is left to approve it; spent", "gateway", m.Gateway, "chat", m.ChatID)
+		h.log.Warn("pairing code redeemed, but no latched chat is left to approve it; spent", logkey.Gateway, m.Gateway, logkey.Chat, m.ChatID)
 		notice.Text = MsgNoApprover
 	case errors.Is(err, pairing.ErrInvalidCode):
-		h.log.Warn("pairing attempt failed", "gateway", m.Gateway, "chat", m.ChatID)
+		h.log.Warn("pairing attempt failed", logkey.Gateway, m.Gateway, logkey.Chat, m.ChatID)
 		if latched != nil || !h.limiter.allow(m.Gateway+"/"+m.ChatID, now) {
 			return nil, false, nil
 		}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/latchd/latch/logkey"
 	"github.com/latchd/latch/pairing"
 	"github.com/latchd/latch/store"
 	"github.com/latchd/latch/turn"
@@ -160,16 +161,16 @@ func (h *Hub) decideLatch(e store.Entry, id string, approve bool) (reply, resolv
 	case errors.Is(err, pairing.ErrNoRequest):
 		return "This latch request has expired or was answered already.", ""
 	case err != nil:
-		h.log.Error("answering a latch request failed", "gateway", e.Gateway, "err", err)
+		h.log.Error("answering a latch request failed", logkey.Gateway, e.Gateway, logkey.Err, err)
 		return "Could not record the answer; see the daemon's log. Nothing was latched.", ""
 	}
 	label := pairing.ChatLabel(d.Request.Chat)
 	if !approve {
-		h.log.Warn("latch denied by the owner", "gateway", d.Request.Gateway, "chat", d.Request.Chat.ChatID)
+		h.log.Warn("latch denied by the owner", logkey.Gateway, d.Request.Gateway, logkey.Chat, d.Request.Chat.ChatID)
 		h.poke()
 		return "Denied: " + d.Request.Gateway + " stays as it is.", "✗ denied"
 	}
-	h.log.Info("gateway latched on the owner's approval", "gateway", d.Request.Gateway, "chat", d.Request.Chat.ChatID)
+	h.log.Info("gateway latched on the owner's approval", logkey.Gateway, d.Request.Gateway, logkey.Chat, d.Request.Chat.ChatID)
 	if d.Replaced != nil {
 		// The old chat no longer controls anything: its work stops as
 		// after an unpair.
@@ -260,7 +261,7 @@ func (h *Hub) pressedLatch(ctx context.Context, e store.Entry, cb *Callback, ans
 	go func() {
 		defer h.workers.Done()
 		if err := ans.AnswerCallback(ctx, e.ChatID, *cb, turn.Clip(notice, 190), resolved); err != nil {
-			h.log.Warn("answering a button press failed", "gateway", e.Gateway, "err", err)
+			h.log.Warn("answering a button press failed", logkey.Gateway, e.Gateway, logkey.Err, err)
 		}
 	}()
 	return true

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/latchd/latch/agent"
+	"github.com/latchd/latch/logkey"
 	"github.com/latchd/latch/store"
 )
 
@@ -50,13 +51,13 @@ func (h *Hub) commandDone(ctx context.Context, j *job, e store.Entry, out string
 		// Latch itself stopped it (the shutdown's grace ran out): known
 		// to be cut, which the next start says.
 		if err := h.cfg.Store.Update(func(tx *store.Tx) error { return tx.SetInboxState(e.Seq, store.Cut) }); err != nil {
-			h.log.Error("marking a stopped command cut", "seq", e.Seq, "err", err)
+			h.log.Error("marking a stopped command cut", "seq", e.Seq, logkey.Err, err)
 		}
 		return true
 	}
 	a := store.Answer{Text: out, Pre: true}
 	if err := h.cfg.Store.Update(func(tx *store.Tx) error { return answerTx(tx, e, a) }); err != nil {
-		h.log.Error("storing a command's answer failed; sent unstored", "seq", e.Seq, "err", err)
+		h.log.Error("storing a command's answer failed; sent unstored", "seq", e.Seq, logkey.Err, err)
 		h.send(j.out, e.Gateway, e.ChatID, answerReply(e, a))
 		return false
 	}
@@ -113,15 +114,15 @@ func (h *Hub) sendOwed(ctx context.Context, e store.Entry, r Reply) {
 		case ctx.Err() != nil:
 			return
 		case errors.Is(err, ErrRejected) || errors.Is(err, errUnknownGateway):
-			h.log.Warn("refused by the platform; dropped", "gateway", e.Gateway, "seq", e.Seq, "err", err)
+			h.log.Warn("refused by the platform; dropped", logkey.Gateway, e.Gateway, "seq", e.Seq, logkey.Err, err)
 			h.finish(e, false)
 			return
 		case h.cfg.Now().After(deadline):
-			h.log.Error("undeliverable for a day; dropped", "gateway", e.Gateway, "seq", e.Seq, "err", err)
+			h.log.Error("undeliverable for a day; dropped", logkey.Gateway, e.Gateway, "seq", e.Seq, logkey.Err, err)
 			h.finish(e, false)
 			return
 		}
-		h.log.Warn("sending what a chat is owed failed; trying again", "gateway", e.Gateway, "seq", e.Seq, "err", err, "in", wait)
+		h.log.Warn("sending what a chat is owed failed; trying again", logkey.Gateway, e.Gateway, "seq", e.Seq, logkey.Err, err, "in", wait)
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
@@ -140,7 +141,7 @@ func (h *Hub) sendOwed(ctx context.Context, e store.Entry, r Reply) {
 func (h *Hub) sendNotice(ctx context.Context, e store.Entry) {
 	if e.State != store.Running {
 		if err := h.cfg.Store.Update(func(tx *store.Tx) error { return tx.SetInboxState(e.Seq, store.Running) }); err != nil {
-			h.log.Error("marking a notice as being sent", "seq", e.Seq, "err", err)
+			h.log.Error("marking a notice as being sent", "seq", e.Seq, logkey.Err, err)
 		}
 	}
 	x := decodeExtra(e)

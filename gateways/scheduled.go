@@ -1,6 +1,7 @@
 package gateways
 
 import (
+	"github.com/latchd/latch/logkey"
 	"github.com/latchd/latch/store"
 )
 
@@ -70,7 +71,7 @@ func (h *Hub) CancelJob(gateway string, id uint64) (stopped bool) {
 	}
 	h.mu.Unlock()
 	for _, e := range dropped {
-		h.log.Info("scheduled job cancelled; queued run dropped", "gateway", e.Gateway, "seq", e.Seq, "job", id)
+		h.log.Info("scheduled job cancelled; queued run dropped", logkey.Gateway, e.Gateway, "seq", e.Seq, "job", id)
 		h.finish(e, false)
 	}
 	return stopped

@@ -10,6 +10,7 @@ import (
 
 	"github.com/latchd/latch/agent"
 	"github.com/latchd/latch/agent/provider"
+	"github.com/latchd/latch/logkey"
 	"github.com/latchd/latch/store"
 )
 
@@ -74,12 +75,12 @@ func (h *Hub) runTurn(ctx context.Context, j *job, e store.Entry) {
 		case errors.Is(err, agent.ErrNotStarted):
 			// Nothing happened: the entry stays "received" and runs
 			// after the next start.
-			h.log.Error("recording the turn's start failed; not run", "seq", e.Seq, "err", err)
+			h.log.Error("recording the turn's start failed; not run", "seq", e.Seq, logkey.Err, err)
 			return true
 		case ctx.Err() != nil || h.dropped(j):
 			return false
 		}
-		h.log.Warn("agent turn ended with an error", "gateway", e.Gateway, "err", err)
+		h.log.Warn("agent turn ended with an error", logkey.Gateway, e.Gateway, logkey.Err, err)
 		h.send(j.out, e.Gateway, e.ChatID, Reply{Text: turnError(err, jobCtx), ReplyTo: e.MessageID})
 		return false
 	})
@@ -117,7 +118,7 @@ func (h *Hub) resumeTurn(ctx context.Context, j *job, e store.Entry) {
 		case errors.Is(err, agent.ErrNothingToResume) || ctx.Err() != nil || h.dropped(j):
 			return false
 		}
-		h.log.Warn("resumed turn ended with an error", "gateway", e.Gateway, "err", err)
+		h.log.Warn("resumed turn ended with an error", logkey.Gateway, e.Gateway, logkey.Err, err)
 		h.send(j.out, e.Gateway, e.ChatID, Reply{Text: turnError(err, jobCtx), ReplyTo: e.MessageID})
 		return false
 	})

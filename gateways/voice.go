@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/latchd/latch/logkey"
 	"github.com/latchd/latch/store"
 )
 
@@ -67,7 +68,7 @@ func (h *Hub) transcribe(ctx context.Context, e store.Entry, f Attachment, saved
 	text, err := h.cfg.Transcribe.Transcribe(ctx, cmpName(f), f.MIME, bytes.NewReader(copy.buf.Bytes()))
 	switch {
 	case err != nil:
-		h.log.Warn("transcribing a voice note failed", "gateway", e.Gateway, "err", err)
+		h.log.Warn("transcribing a voice note failed", logkey.Gateway, e.Gateway, logkey.Err, err)
 		return heard{note: fmt.Sprintf("[The owner sent a %s, saved in the workspace as %s; transcribing it failed: %v]", what, saved, err)}
 	case text == "":
 		return heard{note: fmt.Sprintf("[The owner sent a %s, saved in the workspace as %s; its transcript is empty.]", what, saved)}

@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/latchd/latch/logkey"
 	"github.com/latchd/latch/store"
 )
 
@@ -100,7 +101,7 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	for {
 		next, err := s.Tick()
 		if err != nil {
-			s.cfg.Log.Error("scheduled jobs could not be fired; trying again", "err", err)
+			s.cfg.Log.Error("scheduled jobs could not be fired; trying again", logkey.Err, err)
 			next = time.Time{}
 		}
 		at := s.cfg.Clock.Now().Add(recheck)
@@ -175,7 +176,7 @@ func (s *Scheduler) fire(tx *store.Tx, j *store.Job, now time.Time) (queued bool
 		return false, err
 	}
 	if !boundTo(l, j) {
-		s.cfg.Log.Warn("scheduled job paused: its gateway was unpaired", "gateway", j.Gateway, "job", j.ID)
+		s.cfg.Log.Warn("scheduled job paused: its gateway was unpaired", logkey.Gateway, j.Gateway, "job", j.ID)
 		j.Paused = pausedUnpaired
 		if err := tx.PutJob(j); err != nil {
 			return false, err
@@ -208,7 +209,7 @@ func (s *Scheduler) fire(tx *store.Tx, j *store.Job, now time.Time) (queued bool
 	}
 	if missed > 0 {
 		j.Missed += missed
-		s.cfg.Log.Warn("scheduled runs missed", "gateway", j.Gateway, "job", j.ID, "missed", missed)
+		s.cfg.Log.Warn("scheduled runs missed", logkey.Gateway, j.Gateway, "job", j.ID, "missed", missed)
 		text := fmt.Sprintf("⏰ Scheduled job #%d (%s) missed %s while latch was not running (the last was due %s); not run: %s",
 			j.ID, describe(*j), plural(missed, "run"), lastMissed.In(s.cfg.Location).Format("Mon 2 Jan 15:04 MST"), clip(j.Text, 200))
 		if err := notice(tx, now, j.Gateway, j.ChatID, j.UserID, j.ID, text); err != nil {
@@ -217,7 +218,7 @@ func (s *Scheduler) fire(tx *store.Tx, j *store.Job, now time.Time) (queued bool
 	}
 	if run {
 		j.Runs++
-		s.cfg.Log.Info("scheduled job fired", "gateway", j.Gateway, "job", j.ID)
+		s.cfg.Log.Info("scheduled job fired", logkey.Gateway, j.Gateway, "job", j.ID)
 		if err := notice(tx, now, j.Gateway, j.ChatID, j.UserID, j.ID,
 			fmt.Sprintf("⏰ Scheduled job #%d (%s):\n%s", j.ID, describe(*j), j.Text)); err != nil {
 			return false, err
@@ -322,7 +323,7 @@ func (s *Scheduler) Add(n NewJob) (store.Job, error) {
 	if err != nil {
 		return store.Job{}, fmt.Errorf("add job: %w", err)
 	}
-	s.cfg.Log.Info("scheduled job added", "gateway", j.Gateway, "job", j.ID, "by", j.By)
+	s.cfg.Log.Info("scheduled job added", logkey.Gateway, j.Gateway, "job", j.ID, "by", j.By)
 	s.changed()
 	return j, nil
 }
@@ -375,7 +376,7 @@ func (s *Scheduler) Remove(gateway string, id uint64) (store.Job, error) {
 	if err != nil {
 		return store.Job{}, err
 	}
-	s.cfg.Log.Info("scheduled job removed", "gateway", j.Gateway, "job", id)
+	s.cfg.Log.Info("scheduled job removed", logkey.Gateway, j.Gateway, "job", id)
 	s.changed()
 	return *j, nil
 }

@@ -24,11 +24,12 @@ type EnvSecret struct {
 // EnvSecrets lists the secrets cfg took from environment variables.
 func EnvSecrets(cfg *config.Config) []EnvSecret {
 	var out []EnvSecret
-	if cfg.Telegram.TokenSource == config.SourceEnv {
-		out = append(out, EnvSecret{config.EnvTelegramToken, "the Telegram bot token", "[telegram] token_file"})
-	}
-	if cfg.Discord.TokenSource == config.EnvDiscordToken {
-		out = append(out, EnvSecret{config.EnvDiscordToken, "the Discord bot token", "[discord] token_file"})
+	for _, p := range config.Platforms {
+		for _, s := range p.Secrets {
+			if s.Env != "" && s.Env == p.Settings(cfg).TokenSource && s.Value(cfg) != "" {
+				out = append(out, EnvSecret{s.Env, s.What, s.FileKey})
+			}
+		}
 	}
 	if s := cfg.Agent.APIKeySource; s == config.EnvAnthropicAPIKey || s == config.EnvOpenAIAPIKey {
 		out = append(out, EnvSecret{s, "the model provider's API key", "[agent] api_key_file"})
@@ -88,11 +89,12 @@ func loadWithout(home string, getenv func(string) string, hidden map[string]bool
 
 // hasSecret reports whether cfg holds the secret that variable v supplies.
 func hasSecret(cfg *config.Config, v string) bool {
-	switch v {
-	case config.EnvTelegramToken:
-		return cfg.Telegram.Enabled()
-	case config.EnvDiscordToken:
-		return cfg.Discord.Enabled()
+	for _, p := range config.Platforms {
+		for _, s := range p.Secrets {
+			if s.Env == v {
+				return s.Value(cfg) != ""
+			}
+		}
 	}
 	return cfg.Agent.APIKey != ""
 }
@@ -122,22 +124,21 @@ type envSetting struct {
 // envSettings lists every variable config.Loader reads that is neither a
 // secret (see EnvSecrets) nor LATCH_HOME, which the unit sets itself.
 func envSettings() []envSetting {
-	telegram := func(c *config.Config) bool { return c.Telegram.Enabled() }
-	discord := func(c *config.Config) bool { return c.Discord.Enabled() }
+	var out []envSetting
+	for _, p := range config.Platforms {
+		out = append(out, envSetting{EnvSetting{p.APIURLEnv, strings.TrimPrefix(p.APIName, "the ") + " server", "[" + p.Name + "] api_url"},
+			func(c *config.Config) bool { return p.Settings(c).Enabled() },
+			func(c *config.Config) string { return p.Settings(c).APIURL }})
+	}
 	always := func(*config.Config) bool { return true }
 	// The effective URL: a shell that names the provider's public API
 	// changes nothing for a service that uses it by default.
 	agentURL := func(c *config.Config) string { return c.Agent.ModelURL() }
-	return []envSetting{
-		{EnvSetting{config.EnvTelegramAPIURL, "Telegram Bot API server", "[telegram] api_url"},
-			telegram, func(c *config.Config) string { return c.Telegram.APIURL }},
-		{EnvSetting{config.EnvDiscordAPIURL, "Discord API server", "[discord] api_url"},
-			discord, func(c *config.Config) string { return c.Discord.APIURL }},
-		// Only the chosen provider's variable is read: the other one
-		// changes nothing, and so is never reported.
-		{EnvSetting{config.EnvAnthropicBaseURL, "model API server", "[agent] base_url"}, always, agentURL},
-		{EnvSetting{config.EnvOpenAIBaseURL, "model API server", "[agent] base_url"}, always, agentURL},
-	}
+	// Only the chosen provider's variable is read: the other one changes
+	// nothing, and so is never reported.
+	return append(out,
+		envSetting{EnvSetting{config.EnvAnthropicBaseURL, "model API server", "[agent] base_url"}, always, agentURL},
+		envSetting{EnvSetting{config.EnvOpenAIBaseURL, "model API server", "[agent] base_url"}, always, agentURL})
 }
 
 // EnvSettingVars names the variables that LackingSettings looks at.

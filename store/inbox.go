@@ -228,3 +228,12 @@ func (tx *Tx) InboxLen() (int, error) {
 	}
 	return b.Stats().KeyN, nil
 }
+
+// OutboxLen returns the number of answers owed but not known delivered.
+func (tx *Tx) OutboxLen() (int, error) {
+	b, err := tx.bucket(bucketOutbox)
+	if err != nil {
+		return 0, err
+	}
+	return b.Stats().KeyN, nil
+}

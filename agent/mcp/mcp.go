@@ -23,6 +23,7 @@ import (
 
 	"github.com/latchd/latch/agent/provider"
 	"github.com/latchd/latch/agent/tools"
+	"github.com/latchd/latch/logkey"
 )
 
 // Separator joins a server's name and its tool's in the name the model
@@ -237,7 +238,7 @@ func (m *Manager) Call(ctx context.Context, name string, input json.RawMessage) 
 		}
 		return "", fmt.Errorf("MCP server %s did not answer %s within %v; %s", s.cfg.Name, tool, s.cfg.Timeout, what)
 	case err != nil:
-		log.Warn("mcp call failed", "err", m.scrub(err.Error()))
+		log.Warn("mcp call failed", logkey.Err, m.scrub(err.Error()))
 		return "", errors.New(m.scrub(fmt.Sprintf("MCP server %s: %v", s.cfg.Name, err)))
 	}
 	text := m.render(res)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/latchd/latch/agent/provider"
 	"github.com/latchd/latch/agent/tools"
+	"github.com/latchd/latch/logkey"
 )
 
 type (
@@ -90,7 +91,7 @@ func (s *server) run(ctx context.Context) {
 			err = errors.New("the session ended")
 		}
 		s.failed(err)
-		s.m.log.Warn("MCP server is down; starting it again", "mcp_server", s.cfg.Name, "err", s.m.scrub(err.Error()), "in", delay)
+		s.m.log.Warn("MCP server is down; starting it again", "mcp_server", s.cfg.Name, logkey.Err, s.m.scrub(err.Error()), "in", delay)
 		select {
 		case <-ctx.Done():
 			return
@@ -179,7 +180,7 @@ func (s *server) relist(c *conn) {
 	defer cancel()
 	list, err := listTools(ctx, c.session)
 	if err != nil {
-		s.m.log.Warn("MCP server's changed tool list could not be read", "mcp_server", s.cfg.Name, "err", s.m.scrub(err.Error()))
+		s.m.log.Warn("MCP server's changed tool list could not be read", "mcp_server", s.cfg.Name, logkey.Err, s.m.scrub(err.Error()))
 		return
 	}
 	offered, raw, skipped := namespace(s.cfg.Name, s.cfg.Tools, list)

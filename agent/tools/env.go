@@ -3,6 +3,8 @@ package tools
 import (
 	"os"
 	"strings"
+
+	"github.com/latchd/latch/config"
 )
 
 // RunMarker is set to "1" in every environment SafeEnv builds, so a program
@@ -16,8 +18,9 @@ const RunMarker = "LATCH_RUN"
 // context, so the bot tokens and provider API keys must not be in it.
 //
 // Removed are:
-//   - every LATCH_* variable whose name contains TOKEN, SECRET or KEY
-//     (LATCH_TELEGRAM_TOKEN, LATCH_DISCORD_TOKEN, any future LATCH_*_KEY);
+//   - every variable a platform of config.Platforms reads a secret from
+//     (LATCH_TELEGRAM_TOKEN, LATCH_DISCORD_TOKEN), and every other LATCH_*
+//     variable whose name contains TOKEN, SECRET or KEY;
 //   - the credentials the embedded provider SDKs read: ANTHROPIC_API_KEY and
 //     ANTHROPIC_AUTH_TOKEN (Anthropic), OPENAI_API_KEY (OpenAI and
 //     OpenAI-compatible providers).
@@ -67,8 +70,10 @@ func IsLatchSecret(name string) bool { return isLatchSecret(name) }
 func isLatchSecret(name string) bool {
 	upper := strings.ToUpper(name)
 	switch upper {
-	case "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "OPENAI_API_KEY",
-		"LATCH_TELEGRAM_TOKEN", "LATCH_DISCORD_TOKEN":
+	case "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "OPENAI_API_KEY":
+		return true
+	}
+	if config.IsPlatformSecretEnv(upper) {
 		return true
 	}
 	if !strings.HasPrefix(upper, "LATCH_") {

@@ -21,6 +21,7 @@ import (
 	"github.com/latchd/latch/control"
 	"github.com/latchd/latch/daemon"
 	"github.com/latchd/latch/gateways"
+	"github.com/latchd/latch/logkey"
 )
 
 const (
@@ -135,7 +136,7 @@ func openChat(ctx context.Context, stderr io.Writer) (*chatTarget, error) {
 	}
 	tgt := &chatTarget{backend: chat, where: "no daemon runs, so the agent runs here", bashTimeout: cfg.Agent.BashTimeout, close: func() {
 		if err := chat.Close(); err != nil {
-			log.Warn("closing the chat", "err", err)
+			log.Warn("closing the chat", logkey.Err, err)
 		}
 	}}
 	if tgt.info, err = chat.ChatInfo(ctx); err != nil {

@@ -57,7 +57,13 @@ func newPairCmd() *cobra.Command {
 }
 
 // gatewayNames are the gateways latch knows, in the order it lists them.
-var gatewayNames = []string{"telegram", "discord"}
+func gatewayNames() []string {
+	var out []string
+	for _, p := range config.Platforms {
+		out = append(out, p.Name)
+	}
+	return out
+}
 
 // pairTarget is the gateway `latch pair` mints for: the one named, or the
 // only one configured; otherwise an error that lists the configured ones.
@@ -72,7 +78,7 @@ func pairTarget(hc homeConfig, args []string) (string, error) {
 		return "", fmt.Errorf("config.toml does not load, so say which gateway to pair (`latch pair telegram`): %w", hc.err)
 	}
 	var have []string
-	for _, name := range gatewayNames {
+	for _, name := range gatewayNames() {
 		if hc.configured(name) {
 			have = append(have, name)
 		}
@@ -82,23 +88,30 @@ func pairTarget(hc homeConfig, args []string) (string, error) {
 		switch {
 		case hc.configured(name):
 			return name, nil
-		case slices.Contains(gatewayNames, name):
+		case slices.Contains(gatewayNames(), name):
 			return "", fmt.Errorf("%s is not configured: set [%s] token in config.toml (or %s), restart latch, and pair again", name, name, tokenVariable(name))
 		case len(have) == 0:
-			return "", fmt.Errorf("there is no gateway %q, and none is configured: latch has %s", name, strings.Join(gatewayNames, " and "))
+			return "", fmt.Errorf("there is no gateway %q, and none is configured: latch has %s", name, strings.Join(gatewayNames(), " and "))
 		}
 		return "", fmt.Errorf("there is no gateway %q; configured: %s", name, strings.Join(have, ", "))
 	}
 	switch len(have) {
 	case 0:
-		return "", fmt.Errorf("no gateway is configured: set [telegram] token in config.toml (or %s), then run `latch pair telegram`", tokenVariable("telegram"))
+		first := config.Platforms[0]
+		return "", fmt.Errorf("no gateway is configured: set [%s] token in config.toml (or %s), then run `latch pair %s`", first.Name, first.TokenEnv, first.Name)
 	case 1:
 		return have[0], nil
 	}
 	return "", fmt.Errorf("say which gateway to pair: `latch pair %s` (configured: %s)", have[0], strings.Join(have, ", "))
 }
 
-func tokenVariable(gateway string) string { return "LATCH_" + strings.ToUpper(gateway) + "_TOKEN" }
+// tokenVariable is the variable that supplies gateway's token.
+func tokenVariable(gateway string) string {
+	if p, ok := config.PlatformNamed(gateway); ok {
+		return p.TokenEnv
+	}
+	return "LATCH_" + strings.ToUpper(gateway) + "_TOKEN"
+}
 
 func mint(cmd *cobra.Command, hc homeConfig, req control.MintRequest) (control.MintResult, error) {
 	client := control.NewClient(config.SocketPath(hc.home))
@@ -122,10 +135,10 @@ func mint(cmd *cobra.Command, hc homeConfig, req control.MintRequest) (control.M
 		var bot string
 		db.View(func(tx *store.Tx) (err error) { bot, err = tx.BotName(gateway); return err })
 		link := func(code string) string {
-			if gateway != "telegram" || bot == "" {
-				return ""
+			if p, ok := daemon.PlatformNamed(gateway); ok && p.PairLink != nil {
+				return p.PairLink(bot, code)
 			}
-			return "https://t.me/" + bot + "?start=" + code
+			return ""
 		}
 		return daemon.MintOffline(db, p, req, link)
 	})

@@ -109,11 +109,6 @@ func (h homeConfig) configured(gateway string) bool {
 	if h.cfg == nil {
 		return false
 	}
-	switch gateway {
-	case "telegram":
-		return h.cfg.Telegram.Enabled()
-	case "discord":
-		return h.cfg.Discord.Enabled()
-	}
-	return false
+	p, ok := config.PlatformNamed(gateway)
+	return ok && p.Settings(h.cfg).Enabled()
 }

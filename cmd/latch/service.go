@@ -256,11 +256,10 @@ func comeVerb(vars []string) string {
 
 // secretFileName is where envAdvice suggests keeping the secret of v.
 func secretFileName(v string) string {
-	switch v {
-	case config.EnvTelegramToken:
-		return "telegram.token"
-	case config.EnvDiscordToken:
-		return "discord.token"
+	for _, p := range config.Platforms {
+		if v == p.TokenEnv {
+			return p.Name + ".token"
+		}
 	}
 	return "api.key"
 }

@@ -78,8 +78,11 @@ func serviceTestEnv(t *testing.T) (unitDir, home string) {
 	t.Setenv("LATCH_HOME", home)
 	t.Setenv("USER", "alice")
 	t.Setenv("PATH", testPATH)
-	for _, v := range []string{config.EnvTelegramToken, config.EnvDiscordToken, config.EnvAnthropicAPIKey, config.EnvOpenAIAPIKey,
-		config.EnvTelegramAPIURL, config.EnvDiscordAPIURL, config.EnvAnthropicBaseURL, config.EnvOpenAIBaseURL} {
+	for _, p := range config.Platforms {
+		t.Setenv(p.TokenEnv, "")
+		t.Setenv(p.APIURLEnv, "")
+	}
+	for _, v := range []string{config.EnvAnthropicAPIKey, config.EnvOpenAIAPIKey, config.EnvAnthropicBaseURL, config.EnvOpenAIBaseURL} {
 		t.Setenv(v, "")
 	}
 	return filepath.Join(cfg, "systemd", "user"), home

@@ -63,10 +63,14 @@ func newStatusCmd() *cobra.Command {
 // offlineStatus reads the store of a home whose daemon is not running.
 func offlineStatus(hc homeConfig) (control.Status, error) {
 	st := control.Status{Home: hc.home}
-	gws := []struct {
+	type gw struct {
 		name       string
 		configured bool
-	}{{"telegram", hc.configured("telegram")}, {"discord", hc.configured("discord")}}
+	}
+	var gws []gw
+	for _, p := range config.Platforms {
+		gws = append(gws, gw{p.Name, hc.configured(p.Name)})
+	}
 	db, err := store.Open(config.DBPath(hc.home), store.Options{ReadOnly: true})
 	if errors.Is(err, store.ErrLocked) {
 		// Held by a standalone `latch chat`, or by a daemon between its

@@ -26,6 +26,9 @@ func TestMain(m *testing.M) {
 	if filepath.Base(os.Args[0]) == "latch" {
 		os.Exit(Main(os.Args[1:], os.Stdout, os.Stderr))
 	}
+	if os.Getenv(hardenChildEnv) == "1" {
+		os.Exit(hardenChild())
+	}
 	os.Exit(m.Run())
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/bwmarrin/discordgo"
 
 	"github.com/latchd/latch/gateways"
+	"github.com/latchd/latch/logkey"
 )
 
 // The /pair application command: Discord's own way to send latch a
@@ -108,7 +109,7 @@ func (g *Gateway) registerCommands(ctx context.Context, s *discordgo.Session) {
 		return err
 	})
 	if err != nil {
-		g.log.Warn("registering the /pair command failed; \"/pair CODE\" as text still works", "err", err)
+		g.log.Warn("registering the /pair command failed; \"/pair CODE\" as text still works", logkey.Err, err)
 		return
 	}
 	g.log.Debug("registered the /pair command")

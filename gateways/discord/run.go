@@ -11,6 +11,7 @@ import (
 
 	"github.com/latchd/latch/gateways"
 	"github.com/latchd/latch/gateways/internal/retry"
+	"github.com/latchd/latch/logkey"
 )
 
 const (
@@ -194,7 +195,7 @@ func (r *runner) loadCursor(ctx context.Context) bool {
 			return false
 		}
 		d := bo.Next()
-		r.g.log.Warn("reading the cursor failed; retrying", "err", r.g.scrub(err), "retry_in", d)
+		r.g.log.Warn("reading the cursor failed; retrying", logkey.Err, r.g.scrub(err), "retry_in", d)
 		if !retry.Sleep(ctx, d) {
 			return false
 		}
@@ -299,7 +300,7 @@ func (r *runner) ingest(ctx context.Context, next cursor, msgs []gateways.Messag
 		}
 		d := bo.Next()
 		r.g.log.Warn("storing messages failed; retrying the same batch",
-			"err", r.g.scrub(err), "messages", len(msgs), "retry_in", d)
+			logkey.Err, r.g.scrub(err), "messages", len(msgs), "retry_in", d)
 		if !retry.Sleep(ctx, d) {
 			return false
 		}
@@ -349,16 +350,16 @@ func (r *runner) backfill(ctx context.Context) error {
 		case ctx.Err() != nil:
 			return nil
 		case isAPI(err, http.StatusUnauthorized, 0):
-			r.g.log.Error("Discord rejected the bot token; stopping", "err", err)
+			r.g.log.Error("Discord rejected the bot token; stopping", logkey.Err, err)
 			return ErrUnauthorized
 		case lostAccess(err):
-			r.g.log.Warn("cannot read a channel's history any more; forgetting it", "channel_id", ch.ID, "err", err)
+			r.g.log.Warn("cannot read a channel's history any more; forgetting it", logkey.Chat, ch.ID, logkey.Err, err)
 			next := r.cur.clone()
 			next.forget(ch.ID)
 			r.ingest(ctx, next, nil)
 		default:
 			r.g.log.Error("reading a channel's history failed; keeping it for the next backfill",
-				"channel_id", ch.ID, "err", err)
+				logkey.Chat, ch.ID, logkey.Err, err)
 		}
 	}
 	return nil
@@ -410,7 +411,7 @@ func (r *runner) backfillChannel(ctx context.Context, ch mark) error {
 		// the next backfill need not read them again.
 		next.advance(ch.ID, ch.Guild, highest)
 		if len(msgs) > 0 {
-			r.g.log.Info("backfilled messages", "channel_id", ch.ID, "messages", len(msgs))
+			r.g.log.Info("backfilled messages", logkey.Chat, ch.ID, "messages", len(msgs))
 		}
 		if !r.ingest(ctx, next, msgs) {
 			return ctx.Err()
@@ -453,7 +454,7 @@ func (r *runner) history(ctx context.Context, channel string, after uint64) ([]*
 		if apiErr != nil && apiErr.Status == http.StatusTooManyRequests {
 			d = rateLimitWait(apiErr, &bo)
 		}
-		r.g.log.Warn("reading a channel's history failed; retrying", "channel_id", channel, "err", err, "retry_in", d)
+		r.g.log.Warn("reading a channel's history failed; retrying", logkey.Chat, channel, logkey.Err, err, "retry_in", d)
 		if !retry.Sleep(ctx, d) {
 			return nil, ctx.Err()
 		}

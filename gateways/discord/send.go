@@ -10,6 +10,7 @@ import (
 	"github.com/bwmarrin/discordgo"
 
 	"github.com/latchd/latch/gateways"
+	"github.com/latchd/latch/logkey"
 )
 
 // Send delivers r to a channel, split into as many messages as Discord's
@@ -46,7 +47,7 @@ func (g *Gateway) Send(ctx context.Context, chatID string, r gateways.Reply) (st
 		if err == nil {
 			return id, nil
 		}
-		g.log.Warn("answering a /pair in place failed; sending the reply as a message", "err", err)
+		g.log.Warn("answering a /pair in place failed; sending the reply as a message", logkey.Err, err)
 		r.ReplyTo = ""
 	}
 	chunks := render(r)
@@ -163,7 +164,7 @@ func (g *Gateway) Typing(ctx context.Context, chatID string) {
 			return s.ChannelTyping(chatID, opts...)
 		})
 		if err != nil && ctx.Err() == nil {
-			g.log.Debug("typing failed; ignored", "err", err)
+			g.log.Debug("typing failed; ignored", logkey.Err, err)
 		}
 	})
 }

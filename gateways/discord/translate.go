@@ -10,6 +10,7 @@ import (
 	"github.com/bwmarrin/discordgo"
 
 	"github.com/latchd/latch/gateways"
+	"github.com/latchd/latch/logkey"
 )
 
 const (
@@ -32,7 +33,7 @@ const (
 // rather than dropped.
 func (g *Gateway) translate(m *discordgo.Message) (gateways.Message, bool) {
 	botID := g.botUserID()
-	log := g.log.With("message_id", m.ID, "channel_id", m.ChannelID)
+	log := g.log.With("message_id", m.ID, logkey.Chat, m.ChannelID)
 	switch {
 	case m.Author == nil, m.Author.ID == botID, m.Author.Bot, m.WebhookID != "":
 		return gateways.Message{}, false

@@ -11,6 +11,7 @@ import (
 	"github.com/bwmarrin/discordgo"
 
 	"github.com/latchd/latch/gateways/internal/turnrender"
+	"github.com/latchd/latch/logkey"
 	"github.com/latchd/latch/turn"
 )
 
@@ -68,11 +69,11 @@ var buttonStyles = map[turn.Kind]discordgo.ButtonStyle{
 // after a minute without events while no tool runs.
 func (g *Gateway) RenderTurn(ctx context.Context, chatID, replyTo string) turn.Events {
 	if _, ok := snowflake(chatID); !ok {
-		g.log.Warn("turn for an invalid channel id; nothing will be shown", "channel_id", chatID)
+		g.log.Warn("turn for an invalid channel id; nothing will be shown", logkey.Chat, chatID)
 		return turnrender.Discard(errors.New("discord: invalid channel id " + chatID))
 	}
 	g.markOwner(chatID) // only the latched chat has turns
-	d := &delivery{g: g, chatID: chatID, log: g.log.With("channel_id", chatID)}
+	d := &delivery{g: g, chatID: chatID, log: g.log.With(logkey.Chat, chatID)}
 	if _, ok := snowflake(replyTo); ok {
 		d.replyTo = replyTo
 	}
@@ -230,6 +231,6 @@ func (d *delivery) deleteMessage(ctx context.Context, id string) error {
 
 func (d *delivery) failed(ctx context.Context, what string, err error) {
 	if ctx.Err() == nil {
-		d.log.Warn(what, "err", err)
+		d.log.Warn(what, logkey.Err, err)
 	}
 }

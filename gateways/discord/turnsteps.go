@@ -11,6 +11,7 @@ import (
 	"github.com/latchd/latch/gateways"
 	"github.com/latchd/latch/gateways/internal/retry"
 	"github.com/latchd/latch/gateways/internal/turnrender"
+	"github.com/latchd/latch/logkey"
 )
 
 // answer shows one answer of a turn (turnrender.Answer) as the messages
@@ -215,7 +216,7 @@ func (g *Gateway) persist(ctx context.Context, log *slog.Logger, fn func() error
 			return err
 		}
 		wait := bo.Next()
-		log.Info("a message failed; trying again", "err", err, "retry_in", wait)
+		log.Info("a message failed; trying again", logkey.Err, err, "retry_in", wait)
 		if !retry.Sleep(ctx, wait) {
 			return err
 		}

@@ -14,6 +14,7 @@ import (
 	tgbotapi "github.com/go-telegram-bot-api/telegram-bot-api/v5"
 
 	"github.com/latchd/latch/gateways"
+	"github.com/latchd/latch/logkey"
 	"github.com/latchd/latch/turn"
 )
 
@@ -73,7 +74,7 @@ func (g *Gateway) sendFile(ctx context.Context, to target, f turn.File, reply in
 		if err == nil || !isAPIError(err, "image_process_failed") && !isAPIError(err, "photo_invalid_dimensions") {
 			return wrapSend(name, err)
 		}
-		g.log.Debug("Telegram refused the image as a photo; sending it as a document", "err", err)
+		g.log.Debug("Telegram refused the image as a photo; sending it as a document", logkey.Err, err)
 	}
 	_, err := g.postReliablyFor(ctx, to, fileCall("sendDocument", "document", file, to.topic), uploadTimeout)
 	return wrapSend(name, err)

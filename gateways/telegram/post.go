@@ -14,6 +14,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/latchd/latch/gateways/internal/retry"
+	"github.com/latchd/latch/logkey"
 )
 
 const (
@@ -140,7 +141,7 @@ func (g *Gateway) postReliablyFor(ctx context.Context, to target, c call, timeou
 			return resp, err
 		}
 		d := bo.Next()
-		g.log.Warn("posting to Telegram failed; trying again", "err", err, "attempt", attempt, "retry_in", d)
+		g.log.Warn("posting to Telegram failed; trying again", logkey.Err, err, "attempt", attempt, "retry_in", d)
 		if !retry.Sleep(ctx, d) {
 			return nil, err
 		}

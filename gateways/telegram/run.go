@@ -15,6 +15,7 @@ import (
 
 	"github.com/latchd/latch/gateways"
 	"github.com/latchd/latch/gateways/internal/retry"
+	"github.com/latchd/latch/logkey"
 )
 
 // allowedUpdates are the update types latch asks for, by polling and by
@@ -52,7 +53,7 @@ func (g *Gateway) Run(ctx context.Context, sink gateways.Sink) error {
 	if g.webhookMode() {
 		if err := g.Restore(ctx, sink); err != nil {
 			// The first delivery reads the cursor again.
-			g.log.Warn("reading the stored forum topics failed", "err", err)
+			g.log.Warn("reading the stored forum topics failed", logkey.Err, err)
 		}
 		return g.runWebhook(ctx, sink)
 	}
@@ -107,7 +108,7 @@ func (p *poller) loadCursor(ctx context.Context) bool {
 			return false
 		}
 		d := bo.Next()
-		p.g.log.Warn("reading the update cursor failed; retrying", "err", p.g.scrub(err), "retry_in", d)
+		p.g.log.Warn("reading the update cursor failed; retrying", logkey.Err, p.g.scrub(err), "retry_in", d)
 		if !retry.Sleep(ctx, d) {
 			return false
 		}
@@ -203,7 +204,7 @@ func (p *poller) deliver(ctx context.Context, b batch) {
 		}
 		d := bo.Next()
 		p.g.log.Warn("storing updates failed; retrying the same batch",
-			"err", p.g.scrub(err), "messages", len(b.msgs), "retry_in", d)
+			logkey.Err, p.g.scrub(err), "messages", len(b.msgs), "retry_in", d)
 		if !retry.Sleep(ctx, d) {
 			return
 		}
@@ -222,7 +223,7 @@ func (p *poller) failed(ctx context.Context, err error) error {
 	wait := p.backoff.Next()
 	switch {
 	case isAPI && apiErr.Code == http.StatusUnauthorized:
-		p.g.log.Error("the Bot API rejected the token; polling stopped", "err", err)
+		p.g.log.Error("the Bot API rejected the token; polling stopped", logkey.Err, err)
 		return ErrUnauthorized
 	case isAPI && apiErr.Code == http.StatusTooManyRequests && apiErr.RetryAfter > 0:
 		wait = time.Duration(apiErr.RetryAfter) * time.Second
@@ -231,7 +232,7 @@ func (p *poller) failed(ctx context.Context, err error) error {
 		p.onConflict(ctx, apiErr, wait)
 	default:
 		p.shrink = p.shrink || undecodable(err)
-		p.g.log.Warn("getUpdates failed; retrying", "err", err, "retry_in", wait)
+		p.g.log.Warn("getUpdates failed; retrying", logkey.Err, err, "retry_in", wait)
 	}
 	retry.Sleep(ctx, wait)
 	return nil
@@ -247,7 +248,7 @@ func (p *poller) onConflict(ctx context.Context, apiErr *tgbotapi.Error, wait ti
 			p.g.log.Warn("a webhook is set for this bot token (409 Conflict); deleting it and retrying")
 		}
 		if _, err := p.g.request(ctx, tgbotapi.DeleteWebhookConfig{}); err != nil {
-			p.g.log.Debug("deleteWebhook failed", "err", err)
+			p.g.log.Debug("deleteWebhook failed", logkey.Err, err)
 		}
 		return
 	}

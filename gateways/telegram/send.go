@@ -14,6 +14,7 @@ import (
 
 	"github.com/latchd/latch/gateways"
 	"github.com/latchd/latch/gateways/telegram/tgmd"
+	"github.com/latchd/latch/logkey"
 )
 
 const (
@@ -94,7 +95,7 @@ func (g *Gateway) sendChunk(ctx context.Context, p *placement, text string, html
 			return id, err
 		}
 		g.log.Info("Telegram refused the forum topic; posting in another",
-			"chat_id", refused.chat, "topic", refused.topic, "instead", p.to.topic, "err", err)
+			logkey.Chat, refused.chat, "topic", refused.topic, "instead", p.to.topic, logkey.Err, err)
 	}
 }
 
@@ -139,7 +140,7 @@ func (g *Gateway) sendReliably(ctx context.Context, to target, cfg tgbotapi.Mess
 func (g *Gateway) Typing(ctx context.Context, chatID string) {
 	chat, err := strconv.ParseInt(chatID, 10, 64)
 	if err != nil {
-		g.log.Debug("typing: invalid chat id", "chat_id", chatID)
+		g.log.Debug("typing: invalid chat id", logkey.Chat, chatID)
 		return
 	}
 	g.typingIn(ctx, g.chatTarget(chat))
@@ -153,7 +154,7 @@ func (g *Gateway) typingIn(ctx context.Context, to target) {
 			_, err = actionCall(to, tgbotapi.ChatTyping).do(b)
 		}
 		if err != nil {
-			g.log.Debug("sendChatAction failed; ignored", "err", g.scrub(err))
+			g.log.Debug("sendChatAction failed; ignored", logkey.Err, g.scrub(err))
 		}
 	})
 }

@@ -33,6 +33,7 @@ import (
 	"github.com/latchd/latch/gateways"
 	"github.com/latchd/latch/gateways/internal/retry"
 	"github.com/latchd/latch/gateways/internal/typing"
+	"github.com/latchd/latch/logkey"
 )
 
 const (
@@ -222,12 +223,15 @@ func (g *Gateway) Info() gateways.Info {
 
 // PairLink is the deep link that opens the bot and sends "/start <code>", or
 // "" while the bot name is unknown.
-func (g *Gateway) PairLink(code string) string {
-	name := g.Info().BotName
-	if name == "" {
+func (g *Gateway) PairLink(code string) string { return StartLink(g.Info().BotName, code) }
+
+// StartLink is the deep link that opens the bot named bot and sends
+// "/start <code>", or "" when bot is "".
+func StartLink(bot, code string) string {
+	if bot == "" {
 		return ""
 	}
-	return "https://t.me/" + name + "?start=" + url.QueryEscape(code)
+	return "https://t.me/" + bot + "?start=" + url.QueryEscape(code)
 }
 
 // Start verifies the token with getMe and registers the bot's commands. For
@@ -264,10 +268,10 @@ func (g *Gateway) Start(ctx context.Context) error {
 			return err
 		}
 	} else if _, err := g.request(ctx, tgbotapi.DeleteWebhookConfig{}); err != nil {
-		g.log.Warn("deleteWebhook failed; polling may get 409 Conflict", "err", err)
+		g.log.Warn("deleteWebhook failed; polling may get 409 Conflict", logkey.Err, err)
 	}
 	if _, err := g.request(ctx, tgbotapi.NewSetMyCommands(commands()...)); err != nil {
-		g.log.Debug("setMyCommands failed; ignored", "err", err)
+		g.log.Debug("setMyCommands failed; ignored", logkey.Err, err)
 	}
 	return nil
 }

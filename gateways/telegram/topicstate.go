@@ -10,6 +10,7 @@ import (
 
 	"github.com/latchd/latch/gateways"
 	"github.com/latchd/latch/gateways/internal/retry"
+	"github.com/latchd/latch/logkey"
 )
 
 // The forum topic latch last answered in, per chat, outlives a restart: it
@@ -273,7 +274,7 @@ func (g *Gateway) saveTopics(ctx context.Context, sink gateways.Sink) {
 				break
 			}
 			d := bo.Next()
-			g.log.Warn("storing the forum topics failed; retrying", "err", g.scrub(err), "retry_in", d)
+			g.log.Warn("storing the forum topics failed; retrying", logkey.Err, g.scrub(err), "retry_in", d)
 			if !retry.Sleep(ctx, d) {
 				break
 			}
@@ -287,6 +288,6 @@ func (g *Gateway) storeTopicsLast(ctx context.Context, sink gateways.Sink) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), topicStoreTimeout)
 	defer cancel()
 	if err := g.storeTopics(ctx, sink); err != nil {
-		g.log.Warn("storing the forum topics at shutdown failed", "err", g.scrub(err))
+		g.log.Warn("storing the forum topics at shutdown failed", logkey.Err, g.scrub(err))
 	}
 }

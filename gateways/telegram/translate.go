@@ -13,6 +13,7 @@ import (
 	tgbotapi "github.com/go-telegram-bot-api/telegram-bot-api/v5"
 
 	"github.com/latchd/latch/gateways"
+	"github.com/latchd/latch/logkey"
 )
 
 // Bounds on what an update may carry into the store. Telegram's own limits
@@ -144,13 +145,13 @@ func (g *Gateway) decode(raw []byte) update {
 		UpdateID *int `json:"update_id"`
 	}
 	if err := json.Unmarshal(raw, &id); err != nil || id.UpdateID == nil {
-		g.log.Warn("skipping an update without update_id", "err", err)
+		g.log.Warn("skipping an update without update_id", logkey.Err, err)
 		return update{}
 	}
 	out := update{id: *id.UpdateID, hasID: true}
 	var u tgbotapi.Update
 	if err := json.Unmarshal(raw, &u); err != nil {
-		g.log.Warn("skipping a malformed update", "update_id", out.id, "err", err)
+		g.log.Warn("skipping a malformed update", "update_id", out.id, logkey.Err, err)
 		return out
 	}
 	topic := updateTopic(raw)
@@ -194,7 +195,7 @@ func (g *Gateway) message(u tgbotapi.Update, topic int, raw []byte) (gateways.Me
 	if m == nil || m.Chat == nil {
 		return gateways.Message{}, false
 	}
-	log := g.log.With("update_id", u.UpdateID, "chat_id", m.Chat.ID)
+	log := g.log.With("update_id", u.UpdateID, logkey.Chat, m.Chat.ID)
 	forwarded, text := forwarded(raw), messageText(m, raw)
 	files := attachments(m)
 	chatType, known := chatType(m.Chat.Type)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/latchd/latch/gateways"
 	"github.com/latchd/latch/gateways/internal/turnrender"
+	"github.com/latchd/latch/logkey"
 	"github.com/latchd/latch/turn"
 )
 
@@ -56,20 +57,20 @@ var _ gateways.TurnRenderer = (*Gateway)(nil)
 func (g *Gateway) RenderTurn(ctx context.Context, chatID, replyTo string) turn.Events {
 	chat, err := strconv.ParseInt(chatID, 10, 64)
 	if err != nil {
-		g.log.Warn("turn for an invalid chat id; nothing will be shown", "chat_id", chatID)
+		g.log.Warn("turn for an invalid chat id; nothing will be shown", logkey.Chat, chatID)
 		return turnrender.Discard(errors.New("telegram: invalid chat id " + strconv.Quote(chatID)))
 	}
 	to, reply, ok := g.targetOf(chat, replyTo)
 	if !ok {
 		// Still a turn to show: unthreaded, where latch last answered.
-		g.log.Warn("turn replying to an invalid message id; not threaded", "chat_id", chatID, "reply_to", replyTo)
+		g.log.Warn("turn replying to an invalid message id; not threaded", logkey.Chat, chatID, "reply_to", replyTo)
 		to = g.chatTarget(chat)
 	}
 	stream := g.timing.stream
 	if isGroup(chat) {
 		stream = max(stream, g.timing.groupStream)
 	}
-	d := &delivery{g: g, chatID: chatID, to: to, replyTo: reply.id, stream: stream, log: g.log.With("chat_id", chatID)}
+	d := &delivery{g: g, chatID: chatID, to: to, replyTo: reply.id, stream: stream, log: g.log.With(logkey.Chat, chatID)}
 	return turnrender.Start(ctx, d, turnrender.Options{
 		Typing:    g.timing.typing,
 		Idle:      g.timing.idle,
@@ -137,6 +138,6 @@ func (d *delivery) thread(c *tgbotapi.BaseChat) {
 
 func (d *delivery) failed(ctx context.Context, what string, err error) {
 	if ctx.Err() == nil {
-		d.log.Warn(what, "err", err)
+		d.log.Warn(what, logkey.Err, err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/latchd/latch/gateways/internal/turnrender"
 	"github.com/latchd/latch/gateways/telegram/tgmd"
+	"github.com/latchd/latch/logkey"
 )
 
 // answer shows one answer of a turn (turnrender.Answer). An answer that is
@@ -159,7 +160,7 @@ func (d *delivery) editHTML(ctx context.Context, id int, chunk string) error {
 	edit.DisableWebPagePreview = true
 	_, err := d.g.postReliably(ctx, d.to, libCall(edit))
 	if badMarkup(err) {
-		d.g.log.Warn("Telegram could not parse the answer's HTML; showing it as plain text", "err", err)
+		d.g.log.Warn("Telegram could not parse the answer's HTML; showing it as plain text", logkey.Err, err)
 		edit.ParseMode, edit.Text = "", tgmd.Visible(chunk)
 		_, err = d.g.postReliably(ctx, d.to, libCall(edit))
 	}
@@ -181,7 +182,7 @@ func (d *delivery) sendHTML(ctx context.Context, chunk string, reply bool) error
 	}
 	_, err := d.g.sendReliably(ctx, d.to, cfg)
 	if badMarkup(err) {
-		d.g.log.Warn("Telegram could not parse the answer's HTML; sending it as plain text", "err", err)
+		d.g.log.Warn("Telegram could not parse the answer's HTML; sending it as plain text", logkey.Err, err)
 		cfg.ParseMode, cfg.Text = "", tgmd.Visible(chunk)
 		_, err = d.g.sendReliably(ctx, d.to, cfg)
 	}

@@ -21,6 +21,7 @@ import (
 	tgbotapi "github.com/go-telegram-bot-api/telegram-bot-api/v5"
 
 	"github.com/latchd/latch/gateways"
+	"github.com/latchd/latch/logkey"
 )
 
 // Webhook mode: Telegram POSTs each update to [telegram] webhook_url, which
@@ -304,10 +305,10 @@ func (g *Gateway) checkWebhook(ctx context.Context, lastErr *int64) error {
 		g.setStatus(err)
 		var apiErr *tgbotapi.Error
 		if errors.As(err, &apiErr) && apiErr.Code == http.StatusUnauthorized {
-			g.log.Error("the Bot API rejected the token; webhook stopped", "err", err)
+			g.log.Error("the Bot API rejected the token; webhook stopped", logkey.Err, err)
 			return ErrUnauthorized
 		}
-		g.log.Debug("getWebhookInfo failed", "err", err)
+		g.log.Debug("getWebhookInfo failed", logkey.Err, err)
 		return nil
 	}
 	if info.URL != g.cfg.WebhookURL {
@@ -315,7 +316,7 @@ func (g *Gateway) checkWebhook(ctx context.Context, lastErr *int64) error {
 			"found", shownURL(info.URL))
 		if err := g.setWebhook(ctx); err != nil {
 			g.setStatus(err)
-			g.log.Warn("setting the webhook again failed", "err", err)
+			g.log.Warn("setting the webhook again failed", logkey.Err, err)
 			return err
 		}
 	}
@@ -342,7 +343,7 @@ func (h *webhook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxWebhookBody))
 	if err != nil {
 		reject(w)
-		h.g.log.Debug("webhook: rejected an oversized or broken body", "err", err)
+		h.g.log.Debug("webhook: rejected an oversized or broken body", logkey.Err, err)
 		return
 	}
 	status := h.handle(r.Context(), body)
@@ -397,7 +398,7 @@ func (h *webhook) handle(ctx context.Context, body []byte) int {
 	if h.stale {
 		c, err := h.sink.Cursor(ctx, gatewayName)
 		if err != nil {
-			log.Warn("reading the update cursor failed; Telegram will repeat the delivery", "err", h.g.scrub(err))
+			log.Warn("reading the update cursor failed; Telegram will repeat the delivery", logkey.Err, h.g.scrub(err))
 			return http.StatusServiceUnavailable
 		}
 		c, topics := splitCursor(c)
@@ -420,7 +421,7 @@ func (h *webhook) handle(ctx context.Context, body []byte) int {
 	if err := h.g.ingest(ctx, h.sink, next.encode(), msgs); err != nil {
 		// What the store holds now is unknown: read it again next time.
 		h.stale = true
-		log.Warn("storing an update failed; Telegram will repeat the delivery", "err", h.g.scrub(err))
+		log.Warn("storing an update failed; Telegram will repeat the delivery", logkey.Err, h.g.scrub(err))
 		return http.StatusServiceUnavailable
 	}
 	h.seen = next

@@ -3,6 +3,8 @@ package turnrender
 import (
 	"context"
 	"time"
+
+	"github.com/latchd/latch/logkey"
 )
 
 // run is the turn's goroutine: it shows the items, paces what the
@@ -154,6 +156,6 @@ func (t *Turn[M]) approvalStep(it *item[M]) Step {
 
 func (t *Turn[M]) failed(ctx context.Context, what string, err error) {
 	if ctx.Err() == nil {
-		t.opts.Log.Warn(what, "err", err)
+		t.opts.Log.Warn(what, logkey.Err, err)
 	}
 }

@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/latchd/latch/agent/provider"
+	"github.com/latchd/latch/logkey"
 )
 
 // Defaults for Policy fields left zero.
@@ -145,7 +146,7 @@ func Do(ctx context.Context, p Policy, onText func(string), try Try) (provider.R
 			return resp, pe
 		}
 		p.Logger.Warn("model provider call failed; retrying",
-			"provider", p.Provider, "attempt", n+1, "wait", wait, "error", pe.Error())
+			"provider", p.Provider, "attempt", n+1, "wait", wait, logkey.Err, pe.Error())
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():

@@ -1,0 +1,65 @@
+package daemon
+
+import (
+	"log/slog"
+
+	"github.com/latchd/latch/config"
+	"github.com/latchd/latch/gateways"
+	"github.com/latchd/latch/gateways/discord"
+	"github.com/latchd/latch/gateways/telegram"
+)
+
+// Platform is one row of the platform table: config's description of the
+// platform (its section, variables and secrets) and the code that runs
+// it. The table lives here, not in gateways or config, because it must
+// import both config and every adapter, and config must stay a leaf.
+type Platform struct {
+	config.Platform
+	// New builds the gateway from its section of cfg; it is called only
+	// when the section has a token.
+	New func(cfg *config.Config, log *slog.Logger) gateways.Gateway
+	// PairLink returns the link that opens the bot with a pairing code
+	// filled in, for a bot named bot; nil when the platform has none. It
+	// serves `latch pair` when no daemon runs (a running gateway answers
+	// through gateways.PairLinker).
+	PairLink func(bot, code string) string
+}
+
+// Platforms is the platform table, in config.Platforms' order (a test
+// checks). Adding a platform is one row here, its section in config, and
+// its adapter under gateways/.
+var Platforms = []Platform{
+	{Platform: config.TelegramPlatform,
+		New: func(cfg *config.Config, log *slog.Logger) gateways.Gateway {
+			t := cfg.Telegram
+			return telegram.New(telegram.Config{Token: t.Token, APIURL: t.APIURL, Verbosity: t.Verbosity,
+				WebhookURL: t.WebhookURL, WebhookListen: t.WebhookListen, WebhookSecret: t.WebhookSecret,
+				AllowGroups: t.AllowGroups}, log)
+		},
+		PairLink: telegram.StartLink},
+	{Platform: config.DiscordPlatform,
+		New: func(cfg *config.Config, log *slog.Logger) gateways.Gateway {
+			c := cfg.Discord
+			return discord.New(discord.Config{Token: c.Token, APIURL: c.APIURL, AllowGroups: c.AllowGroups,
+				Verbosity: c.Verbosity}, log)
+		}},
+}
+
+// allowGroups is the Hub's per-gateway group setting.
+func allowGroups(cfg *config.Config) map[string]bool {
+	out := make(map[string]bool, len(Platforms))
+	for _, p := range Platforms {
+		out[p.Name] = p.Settings(cfg).AllowGroups
+	}
+	return out
+}
+
+// PlatformNamed returns the row of [Platforms] called name.
+func PlatformNamed(name string) (Platform, bool) {
+	for _, p := range Platforms {
+		if p.Name == name {
+			return p, true
+		}
+	}
+	return Platform{}, false
+}
