@@ -228,15 +228,3 @@ func (h *Hub) fold(head store.Entry, items []store.Entry) (store.Entry, error) {
 	})
 	return merged, err
 }
-
-// JoinCaptions joins the captions of two items of an album, as the Hub's
-// fold and an adapter that merges an album itself both do.
-func JoinCaptions(a, b string) string {
-	switch {
-	case a == "":
-		return b
-	case b == "":
-		return a
-	}
-	return a + "\n\n" + b
-}

@@ -29,17 +29,6 @@ type Agent interface {
 	Status(key agent.SessionKey) (agent.Status, error)
 }
 
-// FileSender is implemented by gateways that can deliver files.
-type FileSender interface {
-	SendFile(ctx context.Context, chatID string, f agent.File, replyTo string) error
-}
-
-// TurnRenderer is implemented by gateways that render a turn themselves
-// (streaming edits, buttons). Others get the Hub's plain-message rendering.
-type TurnRenderer interface {
-	RenderTurn(ctx context.Context, chatID, replyTo string) agent.Events
-}
-
 // MsgNoModel explains how to give plain text somewhere to go.
 const MsgNoModel = "No model is configured, so plain text has nowhere to go. " +
 	"Add one in config.toml, e.g.\n[agent]\nprovider = \"anthropic\"  # or \"openai\" for any OpenAI-compatible server\n" +

@@ -9,7 +9,7 @@ import (
 
 	"github.com/bwmarrin/discordgo"
 
-	"github.com/latchd/latch/gateways"
+	"github.com/latchd/latch/gateways/adapter"
 )
 
 // unreadable stands for a message with nothing latch can pass on: no
@@ -41,7 +41,7 @@ const (
 // text is what the owner said, and a note before it would keep a
 // "!command" from running. A bare mention of the bot stays empty, and
 // is dropped as before. A forward is forwardBody's.
-func body(m *discordgo.Message, botID string) (text string, files []gateways.Attachment, longest int) {
+func body(m *discordgo.Message, botID string) (text string, files []adapter.Attachment, longest int) {
 	own := stripMention(m.Content, botID)
 	if isForward(m) {
 		return forwardBody(m, own)
@@ -55,9 +55,9 @@ func body(m *discordgo.Message, botID string) (text string, files []gateways.Att
 
 // forwardBody is body for a forward (a message_reference of type
 // FORWARD), whose own text is own: the forwarded message comes in its
-// snapshot, its text labelled gateways.ForwardedLabel (or, without text or files,
+// snapshot, its text labelled adapter.ForwardedLabel (or, without text or files,
 // its description), its files as the owner's.
-func forwardBody(m *discordgo.Message, own string) (text string, files []gateways.Attachment, longest int) {
+func forwardBody(m *discordgo.Message, own string) (text string, files []adapter.Attachment, longest int) {
 	var fwd *discordgo.Message
 	if len(m.MessageSnapshots) > 0 {
 		fwd = m.MessageSnapshots[0].Message
@@ -78,7 +78,7 @@ func forwardBody(m *discordgo.Message, own string) (text string, files []gateway
 		text = strings.TrimPrefix(text+"\n\n"+own, "\n\n")
 	}
 	if text != "" {
-		text = gateways.ForwardedLabel + text
+		text = adapter.ForwardedLabel + text
 	}
 	return text, files, longest
 }

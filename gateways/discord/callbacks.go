@@ -11,7 +11,7 @@ import (
 
 	"github.com/bwmarrin/discordgo"
 
-	"github.com/latchd/latch/gateways"
+	"github.com/latchd/latch/gateways/adapter"
 )
 
 // Interaction response types latch uses.
@@ -82,7 +82,7 @@ type updateData struct {
 // instead. Without resolved, the press is only acknowledged
 // (DEFERRED_UPDATE_MESSAGE) and notice, if any, follows as a message only
 // the presser sees. (With resolved, notice would only repeat it.)
-func (g *Gateway) AnswerCallback(ctx context.Context, chatID string, cb gateways.Callback, notice, resolved string) error {
+func (g *Gateway) AnswerCallback(ctx context.Context, chatID string, cb adapter.Callback, notice, resolved string) error {
 	s, err := g.started()
 	if err != nil {
 		return err

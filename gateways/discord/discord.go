@@ -39,7 +39,7 @@ import (
 	"github.com/bwmarrin/discordgo"
 	"github.com/gorilla/websocket"
 
-	"github.com/latchd/latch/gateways"
+	"github.com/latchd/latch/gateways/adapter"
 	"github.com/latchd/latch/gateways/internal/retry"
 	"github.com/latchd/latch/gateways/internal/typing"
 )
@@ -64,7 +64,7 @@ const (
 )
 
 // ErrUnauthorized means Discord rejected the bot token. Retrying cannot fix
-// it: the configuration must change. It wraps gateways.ErrUnauthorized.
+// it: the configuration must change. It wraps adapter.ErrUnauthorized.
 var ErrUnauthorized error = unauthorizedError{}
 
 type unauthorizedError struct{}
@@ -73,7 +73,7 @@ func (unauthorizedError) Error() string {
 	return "discord: the bot token was rejected by Discord (401 Unauthorized); check [discord] token"
 }
 
-func (unauthorizedError) Unwrap() error { return gateways.ErrUnauthorized }
+func (unauthorizedError) Unwrap() error { return adapter.ErrUnauthorized }
 
 var (
 	// ErrEmptyReply is returned by Send for a reply with no visible text.
@@ -109,7 +109,7 @@ type Config struct {
 	Verbosity string
 }
 
-// Gateway is one Discord bot. It implements gateways.Gateway,
+// Gateway is one Discord bot. It implements adapter.Gateway,
 // CallbackAnswerer, Downloader, FileSender and TurnRenderer.
 type Gateway struct {
 	cfg      Config
@@ -126,7 +126,7 @@ type Gateway struct {
 	net      *netGuard          // the session's gateway connections
 	botID    string
 	appID    string // the application's id, from READY
-	info     gateways.Info
+	info     adapter.Info
 	readies  int                     // READY events seen: the first is Start's
 	answered map[string]reply        // channels sent to since the cursor last noted them (cursor.markAnswered)
 	pairs    map[string]*pendingPair // /pair uses waiting for the Hub's reply, by interaction id
@@ -135,11 +135,11 @@ type Gateway struct {
 }
 
 var (
-	_ gateways.Gateway          = (*Gateway)(nil)
-	_ gateways.CallbackAnswerer = (*Gateway)(nil)
-	_ gateways.Downloader       = (*Gateway)(nil)
-	_ gateways.FileSender       = (*Gateway)(nil)
-	_ gateways.TurnRenderer     = (*Gateway)(nil)
+	_ adapter.Gateway          = (*Gateway)(nil)
+	_ adapter.CallbackAnswerer = (*Gateway)(nil)
+	_ adapter.Downloader       = (*Gateway)(nil)
+	_ adapter.FileSender       = (*Gateway)(nil)
+	_ adapter.TurnRenderer     = (*Gateway)(nil)
 )
 
 // New returns a gateway for cfg. It does not touch the network until Start.
@@ -195,7 +195,7 @@ func New(cfg Config, log *slog.Logger) *Gateway {
 func (g *Gateway) Name() string { return gatewayName }
 
 // Info reports the bot name and connection state.
-func (g *Gateway) Info() gateways.Info {
+func (g *Gateway) Info() adapter.Info {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.info

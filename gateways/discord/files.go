@@ -15,7 +15,7 @@ import (
 
 	"github.com/bwmarrin/discordgo"
 
-	"github.com/latchd/latch/gateways"
+	"github.com/latchd/latch/gateways/adapter"
 	"github.com/latchd/latch/turn"
 )
 
@@ -84,7 +84,7 @@ func megabytes(n int64) string { return fmt.Sprintf("%.1f MB", float64(n)/(1<<20
 // whose ex has passed (or is about to) is refreshed through the API
 // before the download, and one the CDN refuses all the same (404, 403)
 // is refreshed once and fetched once more.
-func (g *Gateway) Download(ctx context.Context, a gateways.Attachment, w io.Writer, max int64) error {
+func (g *Gateway) Download(ctx context.Context, a adapter.Attachment, w io.Writer, max int64) error {
 	if a.Size > max {
 		return tooLarge(a.Size, max)
 	}

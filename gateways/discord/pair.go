@@ -9,13 +9,13 @@ import (
 
 	"github.com/bwmarrin/discordgo"
 
-	"github.com/latchd/latch/gateways"
+	"github.com/latchd/latch/gateways/adapter"
 	"github.com/latchd/latch/logkey"
 )
 
 // The /pair application command: Discord's own way to send latch a
 // pairing code from a DM with the bot. A use of it becomes the same
-// gateways.Message "/pair CODE" typed as text would, so the Hub's guard and
+// adapter.Message "/pair CODE" typed as text would, so the Hub's guard and
 // the pairing package handle both alike; the adapter only translates. The
 // command's option value is never logged.
 const (
@@ -119,21 +119,21 @@ func (g *Gateway) registerCommands(ctx context.Context, s *discordgo.Session) {
 // message "/pair CODE" from that DM, and holds the interaction for the
 // Hub's reply (holdPair). Any other command, and /pair anywhere else, is
 // dropped without an answer, as a stranger's message is.
-func (g *Gateway) translateCommand(i *discordgo.Interaction) (gateways.Message, bool) {
+func (g *Gateway) translateCommand(i *discordgo.Interaction) (adapter.Message, bool) {
 	data, ok := i.Data.(discordgo.ApplicationCommandInteractionData)
 	user := i.User
 	switch {
 	case !ok || data.Name != pairCommand || data.CommandType > discordgo.ChatApplicationCommand:
 		g.log.Debug("skipping an application command latch does not have")
-		return gateways.Message{}, false
+		return adapter.Message{}, false
 	case user == nil || user.Bot || i.ID == "" || i.Token == "" || i.ChannelID == "":
 		g.log.Debug("skipping an incomplete /pair")
-		return gateways.Message{}, false
+		return adapter.Message{}, false
 	case i.GuildID != "" || i.Member != nil || i.Context != discordgo.InteractionContextBotDM:
 		// Registered for DMs with the bot only: a server's channel, a group
 		// DM or someone else's DM is not a chat to pair from here.
 		g.log.Debug("skipping a /pair used outside a DM with the bot")
-		return gateways.Message{}, false
+		return adapter.Message{}, false
 	}
 	var code string
 	for _, o := range data.Options {
@@ -143,14 +143,14 @@ func (g *Gateway) translateCommand(i *discordgo.Interaction) (gateways.Message, 
 	}
 	if utf8.RuneCountInString(code) > maxInbound {
 		g.log.Warn("skipping an oversized /pair")
-		return gateways.Message{}, false
+		return adapter.Message{}, false
 	}
 	g.holdPair(i)
-	return gateways.Message{
+	return adapter.Message{
 		Gateway:  gatewayName,
 		ID:       i.ID, // the Hub's reply goes to this id: Send routes it here
 		ChatID:   i.ChannelID,
-		ChatType: gateways.ChatPrivate,
+		ChatType: adapter.ChatPrivate,
 		ChatName: displayName(user),
 		UserID:   user.ID,
 		UserName: user.Username,
@@ -194,7 +194,7 @@ func (g *Gateway) takePair(chatID, replyTo string) *pendingPair {
 
 // answerPair sends the Hub's reply to a /pair as its ephemeral response
 // (only its user sees it). The response has no message id to return.
-func (g *Gateway) answerPair(ctx context.Context, s *discordgo.Session, p *pendingPair, r gateways.Reply) (string, error) {
+func (g *Gateway) answerPair(ctx context.Context, s *discordgo.Session, p *pendingPair, r adapter.Reply) (string, error) {
 	chunks := render(r)
 	if len(chunks) != 1 {
 		return "", errors.New("the reply does not fit one message")

@@ -9,7 +9,7 @@ import (
 
 	"github.com/bwmarrin/discordgo"
 
-	"github.com/latchd/latch/gateways"
+	"github.com/latchd/latch/gateways/adapter"
 	"github.com/latchd/latch/gateways/internal/retry"
 	"github.com/latchd/latch/logkey"
 )
@@ -119,7 +119,7 @@ func (g *Gateway) onInteraction(_ *discordgo.Session, i *discordgo.InteractionCr
 // session replays what was missed, a new one is backfilled. Run returns nil
 // when ctx ends (closing the gateway connection; REST calls keep working)
 // and ErrUnauthorized if the token stops working.
-func (g *Gateway) Run(ctx context.Context, sink gateways.Sink) error {
+func (g *Gateway) Run(ctx context.Context, sink adapter.Sink) error {
 	g.mu.Lock()
 	s, n := g.session, g.net
 	g.mu.Unlock()
@@ -163,7 +163,7 @@ func (r *runner) wait(ctx context.Context) bool {
 type runner struct {
 	g      *Gateway
 	s      *discordgo.Session
-	sink   gateways.Sink
+	sink   adapter.Sink
 	cur    cursor
 	recent []string // ids of recent interactions
 	// gone remembers where the channels the cursor let go of stood then,
@@ -235,7 +235,7 @@ func (r *runner) live(ctx context.Context, evs []event) {
 		return
 	}
 	next := r.cur.clone()
-	var msgs []gateways.Message
+	var msgs []adapter.Message
 	latched := false
 	for _, e := range evs {
 		switch {
@@ -275,7 +275,7 @@ func (r *runner) live(ctx context.Context, evs []event) {
 }
 
 // interaction translates a button press or a use of a command.
-func (r *runner) interaction(i *discordgo.Interaction) (gateways.Message, bool) {
+func (r *runner) interaction(i *discordgo.Interaction) (adapter.Message, bool) {
 	if i.Type == discordgo.InteractionApplicationCommand {
 		return r.g.translateCommand(i)
 	}
@@ -284,7 +284,7 @@ func (r *runner) interaction(i *discordgo.Interaction) (gateways.Message, bool) 
 
 // ingest stores msgs with the cursor next, retrying the same batch until
 // the sink takes it or ctx ends. Only then does the cursor move.
-func (r *runner) ingest(ctx context.Context, next cursor, msgs []gateways.Message) bool {
+func (r *runner) ingest(ctx context.Context, next cursor, msgs []adapter.Message) bool {
 	next.markAnswered(r.g.takeAnswered(), r.wentFrom)
 	bo := r.g.newBackoff()
 	for {
@@ -386,7 +386,7 @@ func (r *runner) backfillChannel(ctx context.Context, ch mark) error {
 			return err
 		}
 		next := r.cur.clone()
-		var msgs []gateways.Message
+		var msgs []adapter.Message
 		highest := after
 		for _, m := range page {
 			id, _ := snowflake(m.ID)

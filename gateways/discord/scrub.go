@@ -13,7 +13,7 @@ import (
 
 	"github.com/bwmarrin/discordgo"
 
-	"github.com/latchd/latch/gateways"
+	"github.com/latchd/latch/gateways/adapter"
 	"github.com/latchd/latch/gateways/internal/redact"
 )
 
@@ -92,7 +92,7 @@ func scrub(err error, secrets ...string) error {
 	if u, ok := err.(*url.Error); ok {
 		return &url.Error{Op: u.Op, URL: scrubString(u.URL, secrets...), Err: scrub(u.Err, secrets...)}
 	}
-	return redact.Opaque(err, secretForms(secrets...), ErrUnauthorized, gateways.ErrUnauthorized)
+	return redact.Opaque(err, secretForms(secrets...), ErrUnauthorized, adapter.ErrUnauthorized)
 }
 
 // discordgo logs through one package-level function, discordgo.Logger, for

@@ -9,7 +9,7 @@ import (
 
 	"github.com/bwmarrin/discordgo"
 
-	"github.com/latchd/latch/gateways"
+	"github.com/latchd/latch/gateways/adapter"
 	"github.com/latchd/latch/logkey"
 )
 
@@ -22,7 +22,7 @@ import (
 // leak data without a click. ReplyTo threads the first message; a reply
 // to a /pair command, within pairAnswerWait, is that command's ephemeral
 // response instead (only its user sees it).
-func (g *Gateway) Send(ctx context.Context, chatID string, r gateways.Reply) (string, error) {
+func (g *Gateway) Send(ctx context.Context, chatID string, r adapter.Reply) (string, error) {
 	s, err := g.started()
 	if err != nil {
 		return "", err
@@ -71,7 +71,7 @@ func (g *Gateway) Send(ctx context.Context, chatID string, r gateways.Reply) (st
 		if err != nil {
 			var apiErr *APIError
 			if errors.As(err, &apiErr) && apiErr.Status >= 400 && apiErr.Status < 500 && apiErr.Status != http.StatusTooManyRequests {
-				err = gateways.Rejected(err)
+				err = adapter.Rejected(err)
 			}
 			return "", fmt.Errorf("discord: send message %d of %d: %w", i+1, len(chunks), err)
 		}
@@ -84,7 +84,7 @@ func (g *Gateway) Send(ctx context.Context, chatID string, r gateways.Reply) (st
 }
 
 // render cuts a reply into message texts, leaving out blank ones.
-func render(r gateways.Reply) []string {
+func render(r adapter.Reply) []string {
 	text := strings.ToValidUTF8(r.Text, "\uFFFD")
 	if r.Pre {
 		text = fence + "\n" + escapeFences(strings.TrimRight(text, "\n")) + "\n" + fence
@@ -172,7 +172,7 @@ func (g *Gateway) Typing(ctx context.Context, chatID string) {
 // buttonRow is a Reply's buttons as one row of components; a payload
 // Discord cannot take is left out (the Hub's texts carry typed commands for
 // every button).
-func buttonRow(buttons []gateways.Button) []discordgo.MessageComponent {
+func buttonRow(buttons []adapter.Button) []discordgo.MessageComponent {
 	var row []discordgo.MessageComponent
 	for i, b := range buttons {
 		if b.Data == "" || len(b.Data) > maxCustomID {

@@ -9,7 +9,7 @@ import (
 
 	"github.com/bwmarrin/discordgo"
 
-	"github.com/latchd/latch/gateways"
+	"github.com/latchd/latch/gateways/adapter"
 	"github.com/latchd/latch/logkey"
 )
 
@@ -23,7 +23,7 @@ const (
 	discordEpoch = 1420070400000
 )
 
-// translate turns a message into a gateways.Message, or reports false for
+// translate turns a message into a adapter.Message, or reports false for
 // one latch ignores: the bot's own, other bots' and webhooks', system
 // messages, oversized ones, bare mentions of the bot, and (unless
 // AllowGroups) anything from a server; a server message must mention the
@@ -31,37 +31,37 @@ const (
 // reads "/pair CODE". What the message carries is body's: a forward's
 // text comes labelled, and a message without text or files is described
 // rather than dropped.
-func (g *Gateway) translate(m *discordgo.Message) (gateways.Message, bool) {
+func (g *Gateway) translate(m *discordgo.Message) (adapter.Message, bool) {
 	botID := g.botUserID()
 	log := g.log.With("message_id", m.ID, logkey.Chat, m.ChannelID)
 	switch {
 	case m.Author == nil, m.Author.ID == botID, m.Author.Bot, m.WebhookID != "":
-		return gateways.Message{}, false
+		return adapter.Message{}, false
 	case m.Type != discordgo.MessageTypeDefault && m.Type != discordgo.MessageTypeReply:
 		log.Debug("skipping a system message", "type", m.Type)
-		return gateways.Message{}, false
+		return adapter.Message{}, false
 	}
-	chatType, chatName := gateways.ChatPrivate, displayName(m.Author)
+	chatType, chatName := adapter.ChatPrivate, displayName(m.Author)
 	if m.GuildID != "" {
 		if !g.cfg.AllowGroups || !mentions(m, botID) {
-			return gateways.Message{}, false
+			return adapter.Message{}, false
 		}
-		chatType, chatName = gateways.ChatGroup, ""
+		chatType, chatName = adapter.ChatGroup, ""
 	}
 	text, files, runes := body(m, botID)
 	switch {
 	case text == "" && len(files) == 0:
 		log.Debug("skipping a bare mention")
-		return gateways.Message{}, false
+		return adapter.Message{}, false
 	case runes > maxInbound:
 		log.Warn("skipping an oversized message", "runes", runes)
-		return gateways.Message{}, false
+		return adapter.Message{}, false
 	}
 	t := m.Timestamp
 	if t.IsZero() {
 		t = snowflakeTime(m.ID)
 	}
-	return gateways.Message{
+	return adapter.Message{
 		Gateway:  gatewayName,
 		ID:       m.ID,
 		ChatID:   m.ChannelID,
@@ -75,12 +75,12 @@ func (g *Gateway) translate(m *discordgo.Message) (gateways.Message, bool) {
 	}, true
 }
 
-// translateInteraction turns a button press into a gateways.Message with
+// translateInteraction turns a button press into a adapter.Message with
 // a Callback. A press is not acknowledged here: the Hub answers those it
 // accepts (AnswerCallback).
-func (g *Gateway) translateInteraction(i *discordgo.Interaction) (gateways.Message, bool) {
+func (g *Gateway) translateInteraction(i *discordgo.Interaction) (adapter.Message, bool) {
 	if i.Type != discordgo.InteractionMessageComponent {
-		return gateways.Message{}, false
+		return adapter.Message{}, false
 	}
 	data, ok := i.Data.(discordgo.MessageComponentInteractionData)
 	user := i.User
@@ -90,19 +90,19 @@ func (g *Gateway) translateInteraction(i *discordgo.Interaction) (gateways.Messa
 	switch {
 	case !ok || data.CustomID == "" || len(data.CustomID) > maxCustomID:
 		g.log.Debug("skipping a button press without valid data")
-		return gateways.Message{}, false
+		return adapter.Message{}, false
 	case user == nil || user.Bot || i.Message == nil || i.ID == "" || i.Token == "" || i.ChannelID == "":
 		g.log.Debug("skipping an incomplete button press")
-		return gateways.Message{}, false
+		return adapter.Message{}, false
 	case i.GuildID != "" && !g.cfg.AllowGroups:
-		return gateways.Message{}, false
+		return adapter.Message{}, false
 	}
 	g.texts.remember(i.Message.ID, i.Message.Content)
-	chatType, chatName := gateways.ChatPrivate, displayName(user)
+	chatType, chatName := adapter.ChatPrivate, displayName(user)
 	if i.GuildID != "" {
-		chatType, chatName = gateways.ChatGroup, ""
+		chatType, chatName = adapter.ChatGroup, ""
 	}
-	return gateways.Message{
+	return adapter.Message{
 		Gateway:  gatewayName,
 		ID:       i.Message.ID,
 		ChatID:   i.ChannelID,
@@ -112,7 +112,7 @@ func (g *Gateway) translateInteraction(i *discordgo.Interaction) (gateways.Messa
 		UserName: user.Username,
 		// A press has no time of its own; it arrives as it happens.
 		Time:     snowflakeTime(i.ID).UTC(),
-		Callback: &gateways.Callback{ID: encodeCallbackID(i), Data: data.CustomID, MessageID: i.Message.ID},
+		Callback: &adapter.Callback{ID: encodeCallbackID(i), Data: data.CustomID, MessageID: i.Message.ID},
 	}, true
 }
 
@@ -136,8 +136,8 @@ func decodeCallbackID(s string) (id, app, token string, ok bool) {
 // audio (a voice message as voice), anything else as a document. The id
 // is the attachment's CDN URL, which Download fetches — only once the Hub
 // accepted the message, so a stranger's files are never fetched.
-func attachments(m *discordgo.Message) []gateways.Attachment {
-	var out []gateways.Attachment
+func attachments(m *discordgo.Message) []adapter.Attachment {
+	var out []adapter.Attachment
 	for _, a := range m.Attachments {
 		if a == nil || a.URL == "" {
 			continue
@@ -151,7 +151,7 @@ func attachments(m *discordgo.Message) []gateways.Attachment {
 		case strings.HasPrefix(a.ContentType, "audio/"):
 			kind = "audio"
 		}
-		out = append(out, gateways.Attachment{ID: a.URL, Name: a.Filename, Size: int64(a.Size), Kind: kind, MIME: a.ContentType,
+		out = append(out, adapter.Attachment{ID: a.URL, Name: a.Filename, Size: int64(a.Size), Kind: kind, MIME: a.ContentType,
 			Seconds: int(math.Ceil(a.DurationSecs))})
 	}
 	return out

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/latchd/latch/gateways"
+	"github.com/latchd/latch/gateways/adapter"
 	"github.com/latchd/latch/gateways/internal/retry"
 	"github.com/latchd/latch/gateways/internal/turnrender"
 	"github.com/latchd/latch/logkey"
@@ -48,7 +48,7 @@ type shown struct {
 	stale bool
 }
 
-func replyOf(text string) gateways.Reply { return gateways.Reply{Text: text} }
+func replyOf(text string) adapter.Reply { return adapter.Reply{Text: text} }
 
 func (a *answer) Done() bool { return a.done }
 

@@ -1,7 +1,7 @@
 package telegram
 
 import (
-	"github.com/latchd/latch/gateways"
+	"github.com/latchd/latch/gateways/adapter"
 )
 
 // Albums. Photos, videos or documents sent together share a
@@ -29,7 +29,7 @@ const maxAlbumItems = 10
 
 // albumItem is a translated message and the album it belongs to ("": none).
 type albumItem struct {
-	msg   gateways.Message
+	msg   adapter.Message
 	album string
 	items int // how many messages were merged into msg
 }
@@ -41,7 +41,7 @@ type albumItem struct {
 // in the chat), time and sender; it gets every item's files in order and
 // the captions, joined. The update ids are not touched: every merged
 // update is confirmed and remembered as taken, as before.
-func mergeAlbums(in []albumItem) []gateways.Message {
+func mergeAlbums(in []albumItem) []adapter.Message {
 	var out []albumItem
 	last := map[string]int{} // chat id → index in out of its last message
 	for _, it := range in {
@@ -54,7 +54,7 @@ func mergeAlbums(in []albumItem) []gateways.Message {
 		out = append(out, it)
 		last[it.msg.ChatID] = len(out) - 1
 	}
-	msgs := make([]gateways.Message, len(out))
+	msgs := make([]adapter.Message, len(out))
 	for i, it := range out {
 		msgs[i] = it.msg
 	}
@@ -69,9 +69,9 @@ func joins(a, it albumItem) bool {
 
 // merged is a with it added.
 func merged(a, it albumItem) albumItem {
-	files := make([]gateways.Attachment, 0, len(a.msg.Files)+len(it.msg.Files))
+	files := make([]adapter.Attachment, 0, len(a.msg.Files)+len(it.msg.Files))
 	a.msg.Files = append(append(files, a.msg.Files...), it.msg.Files...)
-	a.msg.Text = gateways.JoinCaptions(a.msg.Text, it.msg.Text)
+	a.msg.Text = adapter.JoinCaptions(a.msg.Text, it.msg.Text)
 	a.items++
 	return a
 }

@@ -8,7 +8,7 @@ import (
 
 	tgbotapi "github.com/go-telegram-bot-api/telegram-bot-api/v5"
 
-	"github.com/latchd/latch/gateways"
+	"github.com/latchd/latch/gateways/adapter"
 	"github.com/latchd/latch/gateways/telegram/tgmd"
 	"github.com/latchd/latch/turn"
 )
@@ -118,7 +118,7 @@ func (g *Gateway) sendApproval(ctx context.Context, to target, a turn.Approval) 
 // that carries the buttons is edited to show resolved under its text, and
 // the edit removes the buttons. If latch no longer knows that message's
 // text (it restarted since), only the buttons are removed.
-func (g *Gateway) AnswerCallback(ctx context.Context, chatID string, cb gateways.Callback, notice, resolved string) error {
+func (g *Gateway) AnswerCallback(ctx context.Context, chatID string, cb adapter.Callback, notice, resolved string) error {
 	var errs []error
 	answer := tgbotapi.NewCallback(cb.ID, turn.Clip(notice, maxNotice))
 	if _, err := g.request(ctx, answer); err != nil {

@@ -13,7 +13,7 @@ import (
 
 	tgbotapi "github.com/go-telegram-bot-api/telegram-bot-api/v5"
 
-	"github.com/latchd/latch/gateways"
+	"github.com/latchd/latch/gateways/adapter"
 	"github.com/latchd/latch/gateways/internal/redact"
 )
 
@@ -114,7 +114,7 @@ func scrub(err error, token string) error {
 		c.Message = scrubString(c.Message, token)
 		return &c
 	}
-	return redact.Opaque(err, tokenForms(token), ErrUnauthorized, gateways.ErrUnauthorized)
+	return redact.Opaque(err, tokenForms(token), ErrUnauthorized, adapter.ErrUnauthorized)
 }
 
 // scrubString removes the token from s.

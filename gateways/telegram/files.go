@@ -13,7 +13,7 @@ import (
 
 	tgbotapi "github.com/go-telegram-bot-api/telegram-bot-api/v5"
 
-	"github.com/latchd/latch/gateways"
+	"github.com/latchd/latch/gateways/adapter"
 	"github.com/latchd/latch/logkey"
 	"github.com/latchd/latch/turn"
 )
@@ -28,7 +28,7 @@ const (
 // the limit that applies.
 var ErrFileTooLarge = errors.New("file too large")
 
-var _ gateways.FileSender = (*Gateway)(nil)
+var _ adapter.FileSender = (*Gateway)(nil)
 
 // SendFile uploads a file to a chat: png, jpg, gif and webp images up to
 // 10 MB as a photo, anything else (or a larger image) as a document up to
@@ -102,7 +102,7 @@ func megabytes(n int64) string { return fmt.Sprintf("%.1f MB", float64(n)/(1<<20
 // announced larger than max and stops with ErrFileTooLarge as soon as more
 // than max bytes arrive; w may then hold a partial file, which the caller
 // discards. Errors never contain the token.
-func (g *Gateway) Download(ctx context.Context, a gateways.Attachment, w io.Writer, max int64) error {
+func (g *Gateway) Download(ctx context.Context, a adapter.Attachment, w io.Writer, max int64) error {
 	tooLarge := func(size int64) error {
 		return fmt.Errorf("telegram: download: %w: %s, the limit is %s", ErrFileTooLarge, megabytes(size), megabytes(max))
 	}

@@ -10,7 +10,7 @@ import (
 
 	tgbotapi "github.com/go-telegram-bot-api/telegram-bot-api/v5"
 
-	"github.com/latchd/latch/gateways"
+	"github.com/latchd/latch/gateways/adapter"
 )
 
 // What the owner may send besides text, and what becomes of it:
@@ -38,9 +38,9 @@ const maxNoteField = 512
 // largest is kept. Telegram gives video notes, and often videos and
 // animations, no file name; they get one after the format Telegram keeps
 // them in, so the file saved in the workspace has the right extension.
-func attachments(m *tgbotapi.Message) []gateways.Attachment {
-	var out []gateways.Attachment
-	add := func(a gateways.Attachment) {
+func attachments(m *tgbotapi.Message) []adapter.Attachment {
+	var out []adapter.Attachment
+	add := func(a adapter.Attachment) {
 		if a.ID == "" || len(a.ID) > maxIDBytes {
 			return
 		}
@@ -53,23 +53,23 @@ func attachments(m *tgbotapi.Message) []gateways.Attachment {
 	// For clients that predate animations, Telegram sends an animation as
 	// a document too (the same file): it is taken once, as the animation.
 	if d := m.Document; d != nil && (m.Animation == nil || m.Animation.FileID != d.FileID) {
-		add(gateways.Attachment{ID: d.FileID, Name: d.FileName, Size: int64(d.FileSize), Kind: "document", MIME: d.MimeType})
+		add(adapter.Attachment{ID: d.FileID, Name: d.FileName, Size: int64(d.FileSize), Kind: "document", MIME: d.MimeType})
 	}
 	if p, ok := largest(m.Photo); ok {
-		add(gateways.Attachment{ID: p.FileID, Size: int64(p.FileSize), Kind: "photo", MIME: "image/jpeg"})
+		add(adapter.Attachment{ID: p.FileID, Size: int64(p.FileSize), Kind: "photo", MIME: "image/jpeg"})
 	}
 	if v := m.Voice; v != nil {
-		add(gateways.Attachment{ID: v.FileID, Size: int64(v.FileSize), Kind: "voice", MIME: v.MimeType, Seconds: v.Duration})
+		add(adapter.Attachment{ID: v.FileID, Size: int64(v.FileSize), Kind: "voice", MIME: v.MimeType, Seconds: v.Duration})
 	}
 	if a := m.Audio; a != nil {
-		add(gateways.Attachment{ID: a.FileID, Name: a.FileName, Size: int64(a.FileSize), Kind: "audio", MIME: a.MimeType, Seconds: a.Duration})
+		add(adapter.Attachment{ID: a.FileID, Name: a.FileName, Size: int64(a.FileSize), Kind: "audio", MIME: a.MimeType, Seconds: a.Duration})
 	}
 	if v := m.Video; v != nil {
-		add(gateways.Attachment{ID: v.FileID, Name: videoName(v.FileName, "video", v.MimeType), Size: int64(v.FileSize), Kind: "video", MIME: v.MimeType})
+		add(adapter.Attachment{ID: v.FileID, Name: videoName(v.FileName, "video", v.MimeType), Size: int64(v.FileSize), Kind: "video", MIME: v.MimeType})
 	}
 	if v := m.VideoNote; v != nil {
 		// A round video message: always MP4, never named.
-		add(gateways.Attachment{ID: v.FileID, Name: "video_note.mp4", Size: int64(v.FileSize), Kind: "video", MIME: "video/mp4"})
+		add(adapter.Attachment{ID: v.FileID, Name: "video_note.mp4", Size: int64(v.FileSize), Kind: "video", MIME: "video/mp4"})
 	}
 	if a := m.Animation; a != nil {
 		name, mimeType := a.FileName, a.MimeType
@@ -77,7 +77,7 @@ func attachments(m *tgbotapi.Message) []gateways.Attachment {
 			name, mimeType = cmp.Or(name, d.FileName), cmp.Or(mimeType, d.MimeType)
 		}
 		// A GIF, which Telegram keeps as a silent MP4 video.
-		add(gateways.Attachment{ID: a.FileID, Name: videoName(name, "animation", mimeType), Size: int64(a.FileSize), Kind: "video", MIME: mimeType})
+		add(adapter.Attachment{ID: a.FileID, Name: videoName(name, "animation", mimeType), Size: int64(a.FileSize), Kind: "video", MIME: mimeType})
 	}
 	return out
 }

@@ -13,7 +13,7 @@ import (
 
 	tgbotapi "github.com/go-telegram-bot-api/telegram-bot-api/v5"
 
-	"github.com/latchd/latch/gateways"
+	"github.com/latchd/latch/gateways/adapter"
 	"github.com/latchd/latch/gateways/internal/retry"
 	"github.com/latchd/latch/logkey"
 )
@@ -36,7 +36,7 @@ const (
 // batch to Telegram. Run returns nil when ctx ends and ErrUnauthorized if
 // the token stops working; everything else is retried. While it runs, a
 // change of the forum topic latch answers in is stored too (saveTopics).
-func (g *Gateway) Run(ctx context.Context, sink gateways.Sink) error {
+func (g *Gateway) Run(ctx context.Context, sink adapter.Sink) error {
 	if _, err := g.bot(ctx); err != nil {
 		return err
 	}
@@ -72,7 +72,7 @@ func (g *Gateway) Run(ctx context.Context, sink gateways.Sink) error {
 // poller is the state of one Run.
 type poller struct {
 	g       *Gateway
-	sink    gateways.Sink
+	sink    adapter.Sink
 	offset  int  // next getUpdates offset; 0 = none yet
 	recent  seen // the ids taken last, as stored with offset (see translate)
 	backoff retry.Backoff

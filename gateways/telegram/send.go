@@ -12,7 +12,7 @@ import (
 
 	tgbotapi "github.com/go-telegram-bot-api/telegram-bot-api/v5"
 
-	"github.com/latchd/latch/gateways"
+	"github.com/latchd/latch/gateways/adapter"
 	"github.com/latchd/latch/gateways/telegram/tgmd"
 	"github.com/latchd/latch/logkey"
 )
@@ -34,7 +34,7 @@ const (
 // the forum topic of the message it answers, or without ReplyTo to the
 // topic latch last answered in — and should Telegram refuse that topic,
 // to the spares placementOf names (see topic.go).
-func (g *Gateway) Send(ctx context.Context, chatID string, r gateways.Reply) (string, error) {
+func (g *Gateway) Send(ctx context.Context, chatID string, r adapter.Reply) (string, error) {
 	chat, err := strconv.ParseInt(chatID, 10, 64)
 	if err != nil {
 		return "", fmt.Errorf("telegram: invalid chat id %q", chatID)
@@ -53,7 +53,7 @@ func (g *Gateway) Send(ctx context.Context, chatID string, r gateways.Reply) (st
 		if i == 0 {
 			threadTo = reply.id
 		}
-		var buttons []gateways.Button
+		var buttons []adapter.Button
 		if i == len(chunks)-1 {
 			buttons = r.Buttons
 		}
@@ -73,7 +73,7 @@ func (g *Gateway) Send(ctx context.Context, chatID string, r gateways.Reply) (st
 // passing 5xx or a dropped connection would otherwise be lost, or lose its
 // middle. Should Telegram refuse the topic, it goes to p's next spare,
 // unthreaded: the message it answers is in the topic refused.
-func (g *Gateway) sendChunk(ctx context.Context, p *placement, text string, html bool, reply int, buttons []gateways.Button) (int, error) {
+func (g *Gateway) sendChunk(ctx context.Context, p *placement, text string, html bool, reply int, buttons []adapter.Button) (int, error) {
 	for {
 		cfg := tgbotapi.NewMessage(p.to.chat, text)
 		// Previews make Telegram fetch any URL in the text, which would let
@@ -101,7 +101,7 @@ func (g *Gateway) sendChunk(ctx context.Context, p *placement, text string, html
 
 // keyboard is one row of inline buttons; a payload too long for Telegram
 // is left out (the Hub's texts carry typed commands for every button).
-func keyboard(buttons []gateways.Button) (tgbotapi.InlineKeyboardMarkup, bool) {
+func keyboard(buttons []adapter.Button) (tgbotapi.InlineKeyboardMarkup, bool) {
 	var row []tgbotapi.InlineKeyboardButton
 	for _, b := range buttons {
 		if len(b.Data) > 0 && len(b.Data) <= maxCallbackData {
@@ -111,12 +111,12 @@ func keyboard(buttons []gateways.Button) (tgbotapi.InlineKeyboardMarkup, bool) {
 	return tgbotapi.NewInlineKeyboardMarkup(row), len(row) > 0
 }
 
-// rejected marks err gateways.ErrRejected when Telegram refused the
+// rejected marks err adapter.ErrRejected when Telegram refused the
 // message itself (a 4xx other than 429).
 func rejected(err error) error {
 	var apiErr *tgbotapi.Error
 	if errors.As(err, &apiErr) && apiErr.Code >= 400 && apiErr.Code < 500 && apiErr.Code != http.StatusTooManyRequests {
-		return gateways.Rejected(err)
+		return adapter.Rejected(err)
 	}
 	return err
 }
@@ -162,7 +162,7 @@ func (g *Gateway) typingIn(ctx context.Context, to target) {
 // render splits a reply into message texts of at most maxMessageUnits UTF-16
 // units each, markup included. Chunks Telegram would reject as empty (only
 // white space) are left out.
-func render(r gateways.Reply) []string {
+func render(r adapter.Reply) []string {
 	text := strings.ToValidUTF8(r.Text, "\uFFFD")
 	var chunks []string
 	if r.Markdown && !r.Pre {

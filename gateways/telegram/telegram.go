@@ -30,7 +30,7 @@ import (
 	tgbotapi "github.com/go-telegram-bot-api/telegram-bot-api/v5"
 	"golang.org/x/time/rate"
 
-	"github.com/latchd/latch/gateways"
+	"github.com/latchd/latch/gateways/adapter"
 	"github.com/latchd/latch/gateways/internal/retry"
 	"github.com/latchd/latch/gateways/internal/typing"
 	"github.com/latchd/latch/logkey"
@@ -50,7 +50,7 @@ const (
 )
 
 // ErrUnauthorized means the Bot API rejected the token. Retrying cannot fix
-// it: the configuration must change. It wraps gateways.ErrUnauthorized.
+// it: the configuration must change. It wraps adapter.ErrUnauthorized.
 var ErrUnauthorized error = unauthorizedError{}
 
 type unauthorizedError struct{}
@@ -59,7 +59,7 @@ func (unauthorizedError) Error() string {
 	return "telegram: the bot token was rejected by the Bot API (401 Unauthorized); check [telegram] token"
 }
 
-func (unauthorizedError) Unwrap() error { return gateways.ErrUnauthorized }
+func (unauthorizedError) Unwrap() error { return adapter.ErrUnauthorized }
 
 // ErrEmptyReply is returned by Send for a reply with no visible text, which
 // Telegram would reject.
@@ -111,8 +111,8 @@ const (
 	VerbosityVerbose = turn.VerbosityVerbose
 )
 
-// Gateway is one Telegram bot. It implements gateways.Gateway and
-// gateways.PairLinker.
+// Gateway is one Telegram bot. It implements adapter.Gateway and
+// adapter.PairLinker.
 type Gateway struct {
 	cfg     Config
 	log     *slog.Logger
@@ -127,7 +127,7 @@ type Gateway struct {
 
 	mu    sync.Mutex
 	api   *tgbotapi.BotAPI // set by Start; copied per call, see bot
-	info  gateways.Info
+	info  adapter.Info
 	chats map[int64]*rate.Limiter // per-chat pacing, see post
 	// topics is the forum topic latch last answered in, per chat (see
 	// topic.go), also stored in the cursor (see topicstate.go):
@@ -151,10 +151,10 @@ type Gateway struct {
 }
 
 var (
-	_ gateways.Gateway          = (*Gateway)(nil)
-	_ gateways.PairLinker       = (*Gateway)(nil)
-	_ gateways.CallbackAnswerer = (*Gateway)(nil)
-	_ gateways.Downloader       = (*Gateway)(nil)
+	_ adapter.Gateway          = (*Gateway)(nil)
+	_ adapter.PairLinker       = (*Gateway)(nil)
+	_ adapter.CallbackAnswerer = (*Gateway)(nil)
+	_ adapter.Downloader       = (*Gateway)(nil)
 )
 
 // New returns a gateway for cfg. It does not touch the network until Start.
@@ -215,7 +215,7 @@ func New(cfg Config, log *slog.Logger) *Gateway {
 func (g *Gateway) Name() string { return gatewayName }
 
 // Info reports the bot name and connection state.
-func (g *Gateway) Info() gateways.Info {
+func (g *Gateway) Info() adapter.Info {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.info

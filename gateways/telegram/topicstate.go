@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/latchd/latch/gateways"
+	"github.com/latchd/latch/gateways/adapter"
 	"github.com/latchd/latch/gateways/internal/retry"
 	"github.com/latchd/latch/logkey"
 )
@@ -156,7 +156,7 @@ func splitCursor(c string) (seenPart, topicsPart string) {
 // answered in from the first. Run reads them too, but the Hub may post
 // before Run has got that far: the daemon calls Restore after Start and
 // before the Hub dispatches. An error leaves them to Run.
-func (g *Gateway) Restore(ctx context.Context, sink gateways.Sink) error {
+func (g *Gateway) Restore(ctx context.Context, sink adapter.Sink) error {
 	g.mu.Lock()
 	read := g.topicsRead
 	g.mu.Unlock()
@@ -205,14 +205,14 @@ func (g *Gateway) setTopic(to target) {
 // ingest stores a batch with a cursor of the update ids seenPart and the
 // topics as they are now. Every write of the cursor goes through here or
 // storeTopics, under cursorMu.
-func (g *Gateway) ingest(ctx context.Context, sink gateways.Sink, seenPart string, msgs []gateways.Message) error {
+func (g *Gateway) ingest(ctx context.Context, sink adapter.Sink, seenPart string, msgs []adapter.Message) error {
 	g.cursorMu.Lock()
 	defer g.cursorMu.Unlock()
 	return g.ingestLocked(ctx, sink, seenPart, msgs)
 }
 
 // ingestLocked is ingest for callers that hold cursorMu.
-func (g *Gateway) ingestLocked(ctx context.Context, sink gateways.Sink, seenPart string, msgs []gateways.Message) error {
+func (g *Gateway) ingestLocked(ctx context.Context, sink adapter.Sink, seenPart string, msgs []adapter.Message) error {
 	g.mu.Lock()
 	cursor, changes := seenPart, g.topics.changes
 	if topics := g.topics.encode(); topics != "" {
@@ -232,7 +232,7 @@ func (g *Gateway) ingestLocked(ctx context.Context, sink gateways.Sink, seenPart
 // stored, with the update ids of the stored cursor. The cursor is read
 // under cursorMu, so it is the last one written, and the topics in it
 // first, if they were not yet: they must not be written over unread.
-func (g *Gateway) storeTopics(ctx context.Context, sink gateways.Sink) error {
+func (g *Gateway) storeTopics(ctx context.Context, sink adapter.Sink) error {
 	g.cursorMu.Lock()
 	defer g.cursorMu.Unlock()
 	g.mu.Lock()
@@ -258,7 +258,7 @@ func (g *Gateway) storeTopics(ctx context.Context, sink gateways.Sink) error {
 
 // saveTopics is Run's saver: it stores the topics whenever they change,
 // until ctx ends, and tries once more then.
-func (g *Gateway) saveTopics(ctx context.Context, sink gateways.Sink) {
+func (g *Gateway) saveTopics(ctx context.Context, sink adapter.Sink) {
 	bo := g.newBackoff()
 	for {
 		select {
@@ -284,7 +284,7 @@ func (g *Gateway) saveTopics(ctx context.Context, sink gateways.Sink) {
 
 // storeTopicsLast is the saver's last try, once Run's ctx has ended: a
 // change made just before a stop is not lost to it.
-func (g *Gateway) storeTopicsLast(ctx context.Context, sink gateways.Sink) {
+func (g *Gateway) storeTopicsLast(ctx context.Context, sink adapter.Sink) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), topicStoreTimeout)
 	defer cancel()
 	if err := g.storeTopics(ctx, sink); err != nil {

@@ -12,7 +12,7 @@ import (
 
 	tgbotapi "github.com/go-telegram-bot-api/telegram-bot-api/v5"
 
-	"github.com/latchd/latch/gateways"
+	"github.com/latchd/latch/gateways/adapter"
 	"github.com/latchd/latch/logkey"
 )
 
@@ -52,7 +52,7 @@ func placeholderSender(id int64) bool {
 
 // batch is one getUpdates answer, translated.
 type batch struct {
-	msgs []gateways.Message
+	msgs []adapter.Message
 	// ids are those of the updates taken, usable or not, in the order
 	// received: Ingest stores them in the cursor and the next poll
 	// confirms them.
@@ -128,7 +128,7 @@ func (g *Gateway) translate(raws []json.RawMessage, offset int, recent seen) bat
 type update struct {
 	id    int  // update_id
 	hasID bool // false: not an update at all, nothing to confirm
-	msg   gateways.Message
+	msg   adapter.Message
 	ok    bool // msg is usable
 	// album is the media group msg is an item of (see album.go), with
 	// its forum topic; "" for none.
@@ -190,10 +190,10 @@ func forwarded(raw []byte) bool {
 // attachments or content described in text (see media.go), a known chat
 // type and a sender. topic is the message's forum topic (0: none), which
 // its ID carries (see topic.go); raw is the update.
-func (g *Gateway) message(u tgbotapi.Update, topic int, raw []byte) (gateways.Message, bool) {
+func (g *Gateway) message(u tgbotapi.Update, topic int, raw []byte) (adapter.Message, bool) {
 	m := u.Message
 	if m == nil || m.Chat == nil {
-		return gateways.Message{}, false
+		return adapter.Message{}, false
 	}
 	log := g.log.With("update_id", u.UpdateID, logkey.Chat, m.Chat.ID)
 	forwarded, text := forwarded(raw), messageText(m, raw)
@@ -202,35 +202,35 @@ func (g *Gateway) message(u tgbotapi.Update, topic int, raw []byte) (gateways.Me
 	switch {
 	case text == "" && len(files) == 0:
 		log.Debug("skipping a message without content latch handles")
-		return gateways.Message{}, false
+		return adapter.Message{}, false
 	case !known:
 		log.Debug("skipping a message from an unknown chat type", "type", m.Chat.Type)
-		return gateways.Message{}, false
+		return adapter.Message{}, false
 	case m.From == nil:
 		// Without a sender it cannot be attributed to a user.
 		log.Debug("skipping a message without a sender")
-		return gateways.Message{}, false
+		return adapter.Message{}, false
 	case m.SenderChat != nil || placeholderSender(m.From.ID):
 		// Sent on behalf of a chat: from is a placeholder shared by
 		// everyone who posts that way, so the message is no one's. Were
 		// it taken for its placeholder, it could pair the gateway to all
 		// of them, or pass as an owner who once paired that way.
 		log.Debug("skipping a message sent on behalf of a chat")
-		return gateways.Message{}, false
+		return adapter.Message{}, false
 	case utf16Len(text) > maxInboundUnits:
 		log.Warn("skipping an oversized message", "utf16_units", utf16Len(text))
-		return gateways.Message{}, false
+		return adapter.Message{}, false
 	case !forwarded && strings.HasPrefix(strings.TrimSpace(text), "/") && forAnotherBot(text, g.botName()):
 		// "/stop@other_bot" in a group is another bot's command. Taken for
 		// latch's, it would stop latch's work, or a stranger's
 		// "/pair@other_bot x" would count against the pending code.
 		log.Debug("skipping a command addressed to another bot")
-		return gateways.Message{}, false
+		return adapter.Message{}, false
 	}
 	if forwarded && text != "" {
-		text = gateways.ForwardedLabel + text
+		text = adapter.ForwardedLabel + text
 	}
-	return gateways.Message{
+	return adapter.Message{
 		Gateway:  gatewayName,
 		ID:       msgRef{id: m.MessageID, topic: topic}.String(),
 		ChatID:   strconv.FormatInt(m.Chat.ID, 10),
@@ -267,34 +267,34 @@ func messageText(m *tgbotapi.Message, raw []byte) string {
 // forum topic topic (0: none). A press is not answered here: the Hub
 // answers those it accepts (AnswerCallback) and leaves strangers' presses
 // unanswered.
-func (g *Gateway) callback(u tgbotapi.Update, topic int) (gateways.Message, bool) {
+func (g *Gateway) callback(u tgbotapi.Update, topic int) (adapter.Message, bool) {
 	q := u.CallbackQuery
 	log := g.log.With("update_id", u.UpdateID)
 	switch {
 	case q.ID == "" || len(q.ID) > maxIDBytes || q.From == nil:
 		log.Debug("skipping a callback query without id or sender")
-		return gateways.Message{}, false
+		return adapter.Message{}, false
 	case placeholderSender(q.From.ID):
 		// A press names the person who pressed; a placeholder there is no
 		// one in particular (see message).
 		log.Debug("skipping a callback query from a placeholder sender")
-		return gateways.Message{}, false
+		return adapter.Message{}, false
 	case q.Message == nil || q.Message.Chat == nil:
 		// Inline-mode messages and messages too old to be delivered carry
 		// no chat to attribute the press to.
 		log.Debug("skipping a callback query without its message")
-		return gateways.Message{}, false
+		return adapter.Message{}, false
 	case q.Data == "" || len(q.Data) > maxCallbackData:
 		log.Debug("skipping a callback query without valid data")
-		return gateways.Message{}, false
+		return adapter.Message{}, false
 	}
 	chatType, known := chatType(q.Message.Chat.Type)
 	if !known {
 		log.Debug("skipping a callback query from an unknown chat type", "type", q.Message.Chat.Type)
-		return gateways.Message{}, false
+		return adapter.Message{}, false
 	}
 	msgID := msgRef{id: q.Message.MessageID, topic: topic}.String()
-	return gateways.Message{
+	return adapter.Message{
 		Gateway:  gatewayName,
 		ID:       msgID,
 		ChatID:   strconv.FormatInt(q.Message.Chat.ID, 10),
@@ -304,18 +304,18 @@ func (g *Gateway) callback(u tgbotapi.Update, topic int) (gateways.Message, bool
 		UserName: userName(q.From),
 		// A press has no date of its own; the update arrives as it happens.
 		Time:     time.Now().UTC().Truncate(time.Second),
-		Callback: &gateways.Callback{ID: q.ID, Data: q.Data, MessageID: msgID},
+		Callback: &adapter.Callback{ID: q.ID, Data: q.Data, MessageID: msgID},
 	}, true
 }
 
-func chatType(t string) (gateways.ChatType, bool) {
+func chatType(t string) (adapter.ChatType, bool) {
 	switch t {
 	case "private":
-		return gateways.ChatPrivate, true
+		return adapter.ChatPrivate, true
 	case "group", "supergroup":
-		return gateways.ChatGroup, true
+		return adapter.ChatGroup, true
 	case "channel":
-		return gateways.ChatChannel, true
+		return adapter.ChatChannel, true
 	}
 	return "", false
 }

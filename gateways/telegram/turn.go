@@ -9,7 +9,7 @@ import (
 
 	tgbotapi "github.com/go-telegram-bot-api/telegram-bot-api/v5"
 
-	"github.com/latchd/latch/gateways"
+	"github.com/latchd/latch/gateways/adapter"
 	"github.com/latchd/latch/gateways/internal/turnrender"
 	"github.com/latchd/latch/logkey"
 	"github.com/latchd/latch/turn"
@@ -37,7 +37,7 @@ var defaultTiming = turnTiming{stream: time.Second, groupStream: 6 * time.Second
 // white space.
 const placeholder = "…"
 
-var _ gateways.TurnRenderer = (*Gateway)(nil)
+var _ adapter.TurnRenderer = (*Gateway)(nil)
 
 // RenderTurn returns the Events of one agent turn in a chat: the answer
 // streams into a message threaded to replyTo (edited at most once per

@@ -20,7 +20,7 @@ import (
 
 	tgbotapi "github.com/go-telegram-bot-api/telegram-bot-api/v5"
 
-	"github.com/latchd/latch/gateways"
+	"github.com/latchd/latch/gateways/adapter"
 	"github.com/latchd/latch/logkey"
 )
 
@@ -106,7 +106,7 @@ type webhook struct {
 	path   string
 	digest [sha256.Size]byte // of the secret: compared in constant time, whatever the length
 	ln     net.Listener
-	sink   gateways.Sink // set by Run before serving
+	sink   adapter.Sink // set by Run before serving
 
 	// mu makes "already stored?", Ingest and the update of seen one step,
 	// so two deliveries of the same update cannot both be stored.
@@ -230,7 +230,7 @@ func (g *Gateway) setWebhook(ctx context.Context) error {
 // runWebhook serves deliveries until ctx ends, checking now and then that
 // the webhook is still set and reachable. It leaves the webhook set: while
 // latch is down Telegram keeps the updates and delivers them afterwards.
-func (g *Gateway) runWebhook(ctx context.Context, sink gateways.Sink) error {
+func (g *Gateway) runWebhook(ctx context.Context, sink adapter.Sink) error {
 	g.mu.Lock()
 	h := g.hook
 	g.hook = nil // this Run owns the listener now
@@ -414,9 +414,9 @@ func (h *webhook) handle(ctx context.Context, body []byte) int {
 		return http.StatusOK
 	}
 	next := h.seen.with(u.id)
-	var msgs []gateways.Message
+	var msgs []adapter.Message
 	if u.ok {
-		msgs = []gateways.Message{u.msg}
+		msgs = []adapter.Message{u.msg}
 	}
 	if err := h.g.ingest(ctx, h.sink, next.encode(), msgs); err != nil {
 		// What the store holds now is unknown: read it again next time.
