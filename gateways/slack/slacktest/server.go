@@ -115,6 +115,8 @@ type Server struct {
 	changed faketest.Signal
 	done    chan struct{}
 	stop    sync.Once
+	// Scopes is what auth.test's X-OAuth-Scopes header grants.
+	Scopes string
 	// PingEvery is how often the socket is pinged (Slack: every few
 	// seconds); set before the first connection.
 	PingEvery time.Duration
@@ -124,7 +126,8 @@ type Server struct {
 func New(botToken, appToken string) *Server {
 	s := &Server{BotToken: botToken, AppToken: appToken, history: map[string][]*Message{},
 		conns: map[*websocket.Conn]*sync.Mutex{}, uploads: map[string]*File{}, files: map[string]File{},
-		done: make(chan struct{}), PingEvery: 50 * time.Millisecond}
+		done: make(chan struct{}), PingEvery: 50 * time.Millisecond,
+		Scopes: "app_mentions:read,channels:history,chat:write,commands,files:read,files:write,groups:history,im:history,im:read"}
 	// slack-go dials with Slack's own origin.
 	s.up.CheckOrigin = func(r *http.Request) bool { return r.Header.Get("Origin") == "https://api.slack.com" }
 	s.srv = faketest.Loopback("slacktest", http.HandlerFunc(s.serve))
@@ -244,6 +247,7 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request, method string) {
 	}
 	switch method {
 	case "auth.test":
+		w.Header().Set("X-OAuth-Scopes", s.Scopes)
 		writeJSON(w, map[string]any{"ok": true, "url": "https://latch.slack.com/", "team": "Latch",
 			"user": "latch", "team_id": TeamID, "user_id": BotUserID, "bot_id": BotID})
 	case "apps.connections.open":
