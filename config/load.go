@@ -61,6 +61,7 @@ func (l Loader) load(home, path string, secrets *[]string) (*Config, error) {
 		Path:       filepath.Join(home, ConfigFile),
 		Telegram:   TelegramConfig{APIURL: DefaultTelegramAPIURL, Verbosity: "normal", WebhookListen: DefaultTelegramWebhookListen},
 		Discord:    DiscordConfig{APIURL: DefaultDiscordAPIURL, Verbosity: "normal"},
+		Slack:      SlackConfig{APIURL: DefaultSlackAPIURL, Verbosity: "normal"},
 		Agent:      defaultAgent(home),
 		Schedule:   defaultSchedule(),
 		Transcribe: defaultTranscribe(),
@@ -119,6 +120,7 @@ func readConfigFile(path string, secrets *[]string) (*fileConfig, error) {
 		fc.Discord.Token, strings.TrimSpace(fc.Discord.Token), fc.Telegram.WebhookSecret,
 		fc.Transcribe.APIKey, strings.TrimSpace(fc.Transcribe.APIKey))
 	*secrets = append(*secrets, mcpFileSecrets(fc.MCP)...)
+	*secrets = append(*secrets, fc.Slack.fileSecrets()...)
 	var pe toml.ParseError
 	if errors.As(err, &pe) {
 		return nil, syntaxError(path, pe)
@@ -160,6 +162,7 @@ func secretsHeld(md toml.MetaData, fc *fileConfig) []string {
 	if md.IsDefined("telegram", "webhook_secret") || fc.Telegram.WebhookSecret != "" {
 		held = append(held, "telegram.webhook_secret")
 	}
+	held = append(held, fc.Slack.held(md.IsDefined)...)
 	if mcpSecretsHeld(fc.MCP) {
 		held = append(held, "mcp.servers headers or env")
 	}
@@ -223,6 +226,7 @@ func (l Loader) applyFile(cfg *Config, fc *fileConfig) []error {
 		cfg.Agent.BashTimeout = d
 	}
 	errs = append(errs, l.applyDiscordFile(cfg, fc.Discord)...)
+	errs = append(errs, l.applySlackFile(cfg, fc.Slack)...)
 	return append(errs, l.applyAgentFile(cfg, &fc.Agent)...)
 }
 
@@ -263,6 +267,7 @@ func (l Loader) applyEnv(cfg *Config, secrets *[]string) []error {
 		cfg.Telegram.APIURL = u
 	}
 	errs = append(errs, l.applyDiscordEnv(cfg, secrets)...)
+	errs = append(errs, l.applySlackEnv(cfg, secrets)...)
 	return append(errs, l.applyAgentEnv(cfg, secrets)...)
 }
 

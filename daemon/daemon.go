@@ -21,6 +21,7 @@ import (
 	"github.com/latchd/latch/control"
 	"github.com/latchd/latch/gateways"
 	"github.com/latchd/latch/gateways/discord"
+	"github.com/latchd/latch/gateways/slack"
 	"github.com/latchd/latch/gateways/telegram"
 	"github.com/latchd/latch/pairing"
 	"github.com/latchd/latch/schedule"
@@ -202,7 +203,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	}
 	d.hub = gateways.NewHub(gateways.Config{
 		Store: db, Pairer: pairer, Gateways: gws, Log: d.Log,
-		AllowGroups: map[string]bool{"telegram": d.Config.Telegram.AllowGroups, "discord": d.Config.Discord.AllowGroups},
+		AllowGroups: map[string]bool{"telegram": d.Config.Telegram.AllowGroups, "discord": d.Config.Discord.AllowGroups, "slack": d.Config.Slack.AllowGroups},
 		Shell:       d.shell,
 		Agent:       ag,
 		Files:       ws,
@@ -381,6 +382,10 @@ func (d *Daemon) buildGateways() []gateways.Gateway {
 	}
 	if c := d.Config.Discord; c.Enabled() {
 		gws = append(gws, discord.New(discord.Config{Token: c.Token, APIURL: c.APIURL, AllowGroups: c.AllowGroups, Verbosity: c.Verbosity}, d.Log.With("gateway", "discord")))
+	}
+	if c := d.Config.Slack; c.Enabled() {
+		gws = append(gws, slack.New(slack.Config{AppToken: c.AppToken, BotToken: c.BotToken, APIURL: c.APIURL,
+			AllowGroups: c.AllowGroups, Verbosity: c.Verbosity}, d.Log))
 	}
 	return gws
 }

@@ -15,7 +15,7 @@ import (
 func MCPOptions(cfg *config.Config, reaper *tools.Reaper, cgroups *tools.Cgroups, log *slog.Logger) mcp.Options {
 	opts := mcp.Options{Permissions: cfg.MCP.Permissions, Dir: cfg.Agent.Workspace,
 		Reaper: reaper, Cgroups: cgroups, Log: log,
-		Secrets: []string{cfg.Telegram.Token, cfg.Telegram.WebhookSecret, cfg.Agent.APIKey, cfg.Discord.Token}}
+		Secrets: []string{cfg.Telegram.Token, cfg.Telegram.WebhookSecret, cfg.Agent.APIKey, cfg.Discord.Token, cfg.Slack.AppToken, cfg.Slack.BotToken}}
 	for _, s := range cfg.MCP.Servers {
 		if !s.Enabled {
 			continue

@@ -109,6 +109,7 @@ var steps = []step{
 	{"workspace", false, (*run).checkWorkspace},
 	{"telegram", true, (*run).checkTelegram},
 	{"webhook", true, (*run).checkWebhook},
+	{"slack", true, (*run).checkSlack},
 	{"model", true, (*run).checkModel},
 	{"mcp", true, (*run).checkMCP},
 	{"service", true, (*run).checkService},
@@ -212,9 +213,10 @@ const minSecretLen = 8
 func (r *run) secrets() []string {
 	var raw []string
 	if r.cfg != nil {
-		raw = append(raw, r.cfg.Telegram.Token, r.cfg.Agent.APIKey)
+		raw = append(raw, r.cfg.Telegram.Token, r.cfg.Agent.APIKey, r.cfg.Slack.AppToken, r.cfg.Slack.BotToken)
 	}
-	for _, name := range []string{config.EnvTelegramToken, config.EnvAnthropicAPIKey, config.EnvOpenAIAPIKey} {
+	for _, name := range []string{config.EnvTelegramToken, config.EnvAnthropicAPIKey, config.EnvOpenAIAPIKey,
+		config.EnvSlackAppToken, config.EnvSlackBotToken} {
 		v := r.d.getenv(name)
 		raw = append(raw, v, strings.TrimSpace(v))
 	}

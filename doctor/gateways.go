@@ -40,6 +40,9 @@ func configuredGateways(cfg *config.Config) []configuredGateway {
 	if cfg.Discord.Enabled() {
 		add("discord", config.EnvDiscordToken)
 	}
+	if cfg.Slack.Enabled() {
+		add("slack", config.EnvSlackBotToken)
+	}
 	return out
 }
 

@@ -30,6 +30,12 @@ func EnvSecrets(cfg *config.Config) []EnvSecret {
 	if cfg.Discord.TokenSource == config.EnvDiscordToken {
 		out = append(out, EnvSecret{config.EnvDiscordToken, "the Discord bot token", "[discord] token_file"})
 	}
+	for _, s := range []EnvSecret{{config.EnvSlackAppToken, "the Slack app token", "[slack] app_token_file"},
+		{config.EnvSlackBotToken, "the Slack bot token", "[slack] bot_token_file"}} {
+		if cfg.Slack.AppTokenSource == s.Var || cfg.Slack.BotTokenSource == s.Var {
+			out = append(out, s)
+		}
+	}
 	if s := cfg.Agent.APIKeySource; s == config.EnvAnthropicAPIKey || s == config.EnvOpenAIAPIKey {
 		out = append(out, EnvSecret{s, "the model provider's API key", "[agent] api_key_file"})
 	}
@@ -93,6 +99,10 @@ func hasSecret(cfg *config.Config, v string) bool {
 		return cfg.Telegram.Enabled()
 	case config.EnvDiscordToken:
 		return cfg.Discord.Enabled()
+	case config.EnvSlackAppToken:
+		return cfg.Slack.AppToken != ""
+	case config.EnvSlackBotToken:
+		return cfg.Slack.BotToken != ""
 	}
 	return cfg.Agent.APIKey != ""
 }
@@ -124,6 +134,7 @@ type envSetting struct {
 func envSettings() []envSetting {
 	telegram := func(c *config.Config) bool { return c.Telegram.Enabled() }
 	discord := func(c *config.Config) bool { return c.Discord.Enabled() }
+	slack := func(c *config.Config) bool { return c.Slack.Enabled() }
 	always := func(*config.Config) bool { return true }
 	// The effective URL: a shell that names the provider's public API
 	// changes nothing for a service that uses it by default.
@@ -133,6 +144,8 @@ func envSettings() []envSetting {
 			telegram, func(c *config.Config) string { return c.Telegram.APIURL }},
 		{EnvSetting{config.EnvDiscordAPIURL, "Discord API server", "[discord] api_url"},
 			discord, func(c *config.Config) string { return c.Discord.APIURL }},
+		{EnvSetting{config.EnvSlackAPIURL, "Slack Web API server", "[slack] api_url"},
+			slack, func(c *config.Config) string { return c.Slack.APIURL }},
 		// Only the chosen provider's variable is read: the other one
 		// changes nothing, and so is never reported.
 		{EnvSetting{config.EnvAnthropicBaseURL, "model API server", "[agent] base_url"}, always, agentURL},

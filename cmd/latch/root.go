@@ -114,6 +114,8 @@ func (h homeConfig) configured(gateway string) bool {
 		return h.cfg.Telegram.Enabled()
 	case "discord":
 		return h.cfg.Discord.Enabled()
+	case "slack":
+		return h.cfg.Slack.Enabled()
 	}
 	return false
 }

@@ -118,7 +118,7 @@ func watchStops(sigs <-chan os.Signal, ended <-chan struct{}, stop func(), stopN
 
 // configSecrets are the secrets of c that the log must never show.
 func configSecrets(c *config.Config) []string {
-	return append([]string{c.Telegram.Token, c.Telegram.WebhookSecret, c.Agent.APIKey, c.Discord.Token, c.Transcribe.APIKey}, c.MCP.MCPSecrets()...)
+	return append([]string{c.Telegram.Token, c.Telegram.WebhookSecret, c.Agent.APIKey, c.Discord.Token, c.Slack.AppToken, c.Slack.BotToken, c.Transcribe.APIKey}, c.MCP.MCPSecrets()...)
 }
 
 // newLogger builds the daemon's logger, writing to w, with the secrets

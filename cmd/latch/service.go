@@ -261,6 +261,10 @@ func secretFileName(v string) string {
 		return "telegram.token"
 	case config.EnvDiscordToken:
 		return "discord.token"
+	case config.EnvSlackAppToken:
+		return "slack-app.token"
+	case config.EnvSlackBotToken:
+		return "slack-bot.token"
 	}
 	return "api.key"
 }
