@@ -4,6 +4,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/yuin/goldmark/ast"
@@ -22,7 +23,8 @@ var escaper = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;")
 
 func escape(s string) string { return escaper.Replace(s) }
 
-var md = markdown.New()
+// md is built at the first use: a daemon without [slack] pays nothing.
+var md = sync.OnceValue(markdown.New)
 
 // toMrkdwn renders the model's (or the Hub's) Markdown as Slack mrkdwn:
 // bold, italics, strikethrough, code, quotes and lists as Slack shows
@@ -30,7 +32,7 @@ var md = markdown.New()
 // its label followed by its address, so that none is disguised. Every
 // piece of text is escaped.
 func toMrkdwn(src string) string {
-	doc, source := markdown.Parse(md, src)
+	doc, source := markdown.Parse(md(), src)
 	r := &mrkdwn{src: source}
 	r.blocks(doc, "\n\n")
 	return strings.TrimRight(r.b.String(), "\n ")
@@ -264,14 +266,15 @@ func cutPoint(s string, room int) int {
 	return end
 }
 
-// controlSeq is one of Slack's control sequences in a message text.
-var controlSeq = regexp.MustCompile(`<([^<>]*)>`)
+// controlSeq matches one of Slack's control sequences in a message text
+// (compiled at the first use).
+var controlSeq = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`<([^<>]*)>`) })
 
 // fromMrkdwn is the text of a message as its writer typed it: links as
 // their address (with the label, if any, before it), mentions as Slack
 // names them, and the escapes undone.
 func fromMrkdwn(s string) string {
-	s = controlSeq.ReplaceAllStringFunc(s, func(seq string) string {
+	s = controlSeq().ReplaceAllStringFunc(s, func(seq string) string {
 		inner := seq[1 : len(seq)-1]
 		target, label, hasLabel := strings.Cut(inner, "|")
 		switch {
