@@ -18,7 +18,7 @@ const module = "github.com/latchd/latch/"
 // pairing directly; and turn imports nothing of latch.
 func TestAdaptersDoNotImportTheCore(t *testing.T) {
 	forbidden := []string{module + "agent", module + "store", module + "pairing"}
-	for _, platform := range []string{"telegram", "discord"} {
+	for _, platform := range []string{"telegram", "discord", "slack"} {
 		for _, im := range imports(t, platform) {
 			for _, f := range forbidden {
 				if im.path == f || strings.HasPrefix(im.path, f+"/") {

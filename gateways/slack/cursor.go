@@ -75,15 +75,7 @@ func (c cursor) seen(chat, key string, isTS bool) bool {
 
 // add records key as handled in chat (and, for a ts, moves Last on).
 func (c *cursor) add(chat, key string, isTS bool) {
-	i := c.find(chat)
-	if i < 0 {
-		if len(c.Chats) >= maxTracked {
-			c.evict()
-		}
-		c.Chats = append(c.Chats, mark{Chat: chat})
-		i = len(c.Chats) - 1
-	}
-	m := &c.Chats[i]
+	m := &c.Chats[c.slot(chat)]
 	if !slices.Contains(m.Keys, key) {
 		m.Keys = append(m.Keys, key)
 		if len(m.Keys) > maxKeys {
@@ -93,6 +85,18 @@ func (c *cursor) add(chat, key string, isTS bool) {
 	if isTS && tsAfter(key, m.Last) {
 		m.Last = key
 	}
+}
+
+// slot is chat's index, adding it (and making room) if missing.
+func (c *cursor) slot(chat string) int {
+	if i := c.find(chat); i >= 0 {
+		return i
+	}
+	if len(c.Chats) >= maxTracked {
+		c.evict()
+	}
+	c.Chats = append(c.Chats, mark{Chat: chat})
+	return len(c.Chats) - 1
 }
 
 // evict forgets the least recent conversation that is not the owner's.
@@ -115,15 +119,7 @@ func (c *cursor) evict() {
 // markOwners flags the latched conversations, adding them if missing.
 func (c *cursor) markOwners(owners map[string]bool) {
 	for chat := range owners {
-		i := c.find(chat)
-		if i < 0 {
-			if len(c.Chats) >= maxTracked {
-				c.evict()
-			}
-			c.Chats = append(c.Chats, mark{Chat: chat})
-			i = len(c.Chats) - 1
-		}
-		c.Chats[i].Owner = true
+		c.Chats[c.slot(chat)].Owner = true
 	}
 }
 
