@@ -14,7 +14,7 @@ import (
 // Scopes are the bot token scopes latch uses; manifest.yaml grants them
 // (a test checks that they agree).
 var Scopes = []string{"app_mentions:read", "channels:history", "chat:write", "commands", "files:read",
-	"files:write", "groups:history", "im:history", "im:read"}
+	"files:write", "groups:history", "im:history", "im:read", "reactions:write"}
 
 // Report is what Check found.
 type Report struct {

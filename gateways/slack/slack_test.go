@@ -302,7 +302,17 @@ func TestStreamingByUpdate(t *testing.T) {
 	g, _ := running(t, srv, &memSink{})
 	ctx := adaptertest.Context(t)
 	dm := slacktest.DM(owner)
-	ev := g.RenderTurn(ctx, slacktest.TeamID+"/"+dm, "")
+	asked := srv.SendDM(owner, "say hello")
+	ev := g.RenderTurn(ctx, slacktest.TeamID+"/"+dm, asked)
+	reactions := func() []string {
+		for _, m := range srv.History(dm) {
+			if m.TS == asked {
+				return m.Reactions
+			}
+		}
+		return nil
+	}
+	adaptertest.Eventually(t, "the working reaction", func() bool { return len(reactions()) == 1 })
 	ev.Text("Hello")
 	adaptertest.Eventually(t, "the first part", func() bool { return len(srv.Sent(dm)) == 1 })
 	ev.Text(" **world** <!here>")
@@ -314,5 +324,8 @@ func TestStreamingByUpdate(t *testing.T) {
 	}
 	if srv.Count("chat.update") == 0 {
 		t.Error("no chat.update")
+	}
+	if r := reactions(); len(r) != 0 {
+		t.Errorf("the working reaction stays after the turn: %v", r)
 	}
 }

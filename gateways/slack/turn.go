@@ -4,7 +4,11 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strings"
+	"sync/atomic"
 	"time"
+
+	"github.com/slack-go/slack"
 
 	"github.com/latchd/latch/gateways"
 	"github.com/latchd/latch/gateways/internal/turnrender"
@@ -24,13 +28,39 @@ func (g *Gateway) RenderTurn(ctx context.Context, chat, replyTo string) turn.Eve
 	}
 	g.markOwner(chat) // only the latched chat has turns
 	d := &delivery{g: g, chat: chat, ch: ch, log: g.log.With("chat", chat)}
-	return turnrender.Start(ctx, d, turnrender.Options{
+	if isTS(replyTo) {
+		d.replyTo = replyTo
+	}
+	t := turnrender.Start(ctx, d, turnrender.Options{
 		Typing:    time.Hour,
 		Idle:      time.Minute,
 		LineWait:  d.editDue,
 		HideTools: g.cfg.Verbosity == turn.VerbosityQuiet,
 		Log:       d.log,
 	})
+	return ended{t, d}
+}
+
+// ended is a rendered turn whose End also takes back the "working…"
+// reaction.
+type ended struct {
+	*turnrender.Turn[string]
+	d *delivery
+}
+
+func (e ended) End() {
+	e.Turn.End()
+	e.d.unreact()
+}
+
+// working is the reaction on the owner's message while latch works on it:
+// Slack shows a bot no "typing…".
+const working = "hourglass_flowing_sand"
+
+// isTS reports whether s is a message timestamp ("1700000000.000100").
+func isTS(s string) bool {
+	sec, micro, ok := strings.Cut(s, ".")
+	return ok && sec != "" && micro != "" && strings.Trim(sec+micro, "0123456789") == ""
 }
 
 // delivery makes a rendered turn's calls in one conversation; a message
@@ -38,7 +68,9 @@ func (g *Gateway) RenderTurn(ctx context.Context, chat, replyTo string) turn.Eve
 type delivery struct {
 	g        *Gateway
 	chat, ch string
+	replyTo  string // the owner's message, for the reaction; "" none
 	log      *slog.Logger
+	reacted  atomic.Bool
 }
 
 var _ turnrender.Delivery[string] = (*delivery)(nil)
@@ -100,9 +132,34 @@ func (d *delivery) File(ctx context.Context, f turn.File) error {
 	return d.g.SendFile(ctx, d.chat, f, "")
 }
 
-// Typing: Slack shows a bot no "typing…"; the answer's first message is
-// the sign of work.
-func (d *delivery) Typing(context.Context) {}
+// Typing marks the owner's message with the working reaction, once per
+// turn (reactions.add; a message latch cannot react to shows nothing).
+func (d *delivery) Typing(ctx context.Context) {
+	if d.replyTo == "" || d.reacted.Swap(true) {
+		return
+	}
+	err := d.g.call(ctx, func(ctx context.Context) error {
+		return d.g.api.AddReactionContext(ctx, working, slack.NewRefToMessage(d.ch, d.replyTo))
+	})
+	if err != nil {
+		d.failed(ctx, "showing that latch works failed", err)
+	}
+}
+
+// unreact takes the working reaction back once the turn is shown.
+func (d *delivery) unreact() {
+	if !d.reacted.Load() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
+	defer cancel()
+	err := d.g.call(ctx, func(ctx context.Context) error {
+		return d.g.api.RemoveReactionContext(ctx, working, slack.NewRefToMessage(d.ch, d.replyTo))
+	})
+	if err != nil {
+		d.failed(ctx, "removing the working reaction failed", err)
+	}
+}
 
 func (d *delivery) editDue() time.Duration {
 	d.g.mu.Lock()

@@ -24,6 +24,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -55,6 +56,8 @@ type Message struct {
 	Subtype string          `json:"subtype,omitempty"`
 	// Edits counts the chat.update calls on it.
 	Edits int `json:"-"`
+	// Reactions are the bot's reactions on it, by name.
+	Reactions []string `json:"-"`
 	// Ephemeral: chat.postEphemeral, shown to User only.
 	Ephemeral bool `json:"-"`
 	// Unfurl: the request left link unfurling on.
@@ -127,7 +130,7 @@ func New(botToken, appToken string) *Server {
 	s := &Server{BotToken: botToken, AppToken: appToken, history: map[string][]*Message{},
 		conns: map[*websocket.Conn]*sync.Mutex{}, uploads: map[string]*File{}, files: map[string]File{},
 		done: make(chan struct{}), PingEvery: 50 * time.Millisecond,
-		Scopes: "app_mentions:read,channels:history,chat:write,commands,files:read,files:write,groups:history,im:history,im:read"}
+		Scopes: "app_mentions:read,channels:history,chat:write,commands,files:read,files:write,groups:history,im:history,im:read,reactions:write"}
 	// slack-go dials with Slack's own origin.
 	s.up.CheckOrigin = func(r *http.Request) bool { return r.Header.Get("Origin") == "https://api.slack.com" }
 	s.srv = faketest.Loopback("slacktest", http.HandlerFunc(s.serve))
@@ -274,6 +277,8 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request, method string) {
 		writeJSON(w, map[string]any{"ok": true, "upload_url": s.srv.URL + "/upload/" + id, "file_id": id})
 	case "files.completeUploadExternal":
 		s.complete(w, p)
+	case "reactions.add", "reactions.remove":
+		s.react(w, method == "reactions.add", p)
 	default:
 		fail(w, "unknown_method")
 	}
@@ -519,3 +524,28 @@ func (s *Server) Sent(channel string) []Message {
 // Changed is closed at the next request the fake answers or envelope it
 // acknowledges, for tests to wait on.
 func (s *Server) Changed() <-chan struct{} { return s.changed.C() }
+
+func (s *Server) react(w http.ResponseWriter, add bool, p url.Values) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, m := range s.history[p.Get("channel")] {
+		if m.TS != p.Get("timestamp") {
+			continue
+		}
+		i := slices.Index(m.Reactions, p.Get("name"))
+		switch {
+		case add && i >= 0:
+			fail(w, "already_reacted")
+		case add:
+			m.Reactions = append(m.Reactions, p.Get("name"))
+			writeJSON(w, map[string]any{"ok": true})
+		case i < 0:
+			fail(w, "no_reaction")
+		default:
+			m.Reactions = slices.Delete(m.Reactions, i, i+1)
+			writeJSON(w, map[string]any{"ok": true})
+		}
+		return
+	}
+	fail(w, "message_not_found")
+}
