@@ -329,3 +329,35 @@ func TestStreamingByUpdate(t *testing.T) {
 		t.Errorf("the working reaction stays after the turn: %v", r)
 	}
 }
+
+// TestFinalEditTriedAgain: the final edit of a streamed answer that fails
+// transiently is made again; one that keeps failing is followed by a
+// notice, so the loss is not silent.
+func TestFinalEditTriedAgain(t *testing.T) {
+	srv := slacktest.New(botToken, appToken)
+	t.Cleanup(srv.Close)
+	g, _ := running(t, srv, &memSink{})
+	ctx := adaptertest.Context(t)
+	dm := slacktest.DM(owner)
+	for _, tt := range []struct {
+		faults int
+		notice bool
+	}{{1, false}, {-1, true}} {
+		before := len(srv.Sent(dm))
+		ev := g.RenderTurn(ctx, slacktest.TeamID+"/"+dm, "")
+		ev.Text("Hello")
+		adaptertest.Eventually(t, "the first part", func() bool { return len(srv.Sent(dm)) == before+1 })
+		srv.Inject("chat.update", slacktest.Fault{Status: 500}, tt.faults)
+		ev.Final("Hello world")
+		ev.(interface{ End() }).End()
+		srv.ClearFaults("chat.update")
+		sent := srv.Sent(dm)[before:]
+		if tt.notice {
+			if len(sent) != 2 || !strings.Contains(sent[1].Shown(), "could not be delivered") {
+				t.Errorf("after a final edit that kept failing: %+v", sent)
+			}
+		} else if len(sent) != 1 || sent[0].Shown() != "Hello world" {
+			t.Errorf("after one failed final edit: %+v", sent)
+		}
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"github.com/slack-go/slack"
 
 	"github.com/latchd/latch/gateways"
+	"github.com/latchd/latch/gateways/internal/retry"
 	"github.com/latchd/latch/gateways/internal/turnrender"
 	"github.com/latchd/latch/turn"
 )
@@ -121,7 +122,12 @@ func (d *delivery) Approval(ctx context.Context, a turn.Approval) error {
 	}
 	parts := chunk(text, maxSection)
 	text = parts[0]
-	ts, err := d.g.post(ctx, d.ch, text, true, buttons)
+	// Reliably: an approval that never shows is denied at the timeout.
+	var ts string
+	err := d.g.persist(ctx, func() (err error) {
+		ts, err = d.g.post(ctx, d.ch, text, true, buttons)
+		return err
+	})
 	if err == nil {
 		d.g.remember(ts, text)
 	}
@@ -180,7 +186,14 @@ type answer struct {
 	first time.Time
 	msgs  []shown
 	done  bool
+	// lost: a message or final edit could not be delivered; noticed:
+	// undeliveredNotice was sent (or tried).
+	lost, noticed bool
 }
+
+// undeliveredNotice follows an answer of which a part could not be
+// delivered, so that the loss is not silent.
+const undeliveredNotice = "⚠️ Part of this answer could not be delivered."
 
 type shown struct{ ts, text string }
 
@@ -190,6 +203,9 @@ func (a *answer) Shown(string) bool { return true }
 func (a *answer) Next(text string, frozen bool) (turnrender.Step, time.Duration) {
 	if a.done {
 		return nil, 0
+	}
+	if a.lost {
+		return a.finish(frozen)
 	}
 	rendered := toMrkdwn(text)
 	if rendered == "" {
@@ -209,7 +225,7 @@ func (a *answer) Next(text string, frozen bool) (turnrender.Step, time.Duration)
 	want := chunk(rendered, maxText)
 	for i, w := range want {
 		if i == len(a.msgs) {
-			return a.sendStep(w), 0
+			return a.sendStep(w, frozen), 0
 		}
 		if a.msgs[i].text == w {
 			continue
@@ -217,21 +233,42 @@ func (a *answer) Next(text string, frozen bool) (turnrender.Step, time.Duration)
 		if wait := a.d.editDue(); wait > 0 {
 			return nil, wait
 		}
-		return a.editStep(i, w), 0
+		return a.editStep(i, w, frozen), 0
 	}
-	if frozen {
-		a.done = true
+	return a.finish(frozen)
+}
+
+// finish ends a frozen answer, first saying so if a part of it was lost.
+func (a *answer) finish(frozen bool) (turnrender.Step, time.Duration) {
+	if !frozen {
+		return nil, 0
 	}
+	if a.lost && !a.noticed {
+		return func(ctx context.Context) func() {
+			if _, err := a.d.g.post(ctx, a.d.ch, escape(undeliveredNotice), false, nil); err != nil {
+				a.d.failed(ctx, "saying that part of the answer was lost failed", err)
+			}
+			return func() { a.noticed = true }
+		}, 0
+	}
+	a.done = true
 	return nil, 0
 }
 
-func (a *answer) sendStep(text string) turnrender.Step {
+// sendStep sends an answer's next message, trying a transient failure
+// again; one that still fails loses the rest of the answer, which then
+// says so.
+func (a *answer) sendStep(text string, frozen bool) turnrender.Step {
 	return func(ctx context.Context) func() {
-		ts, err := a.d.g.post(ctx, a.d.ch, text, true, nil)
+		var ts string
+		err := a.d.g.persist(ctx, func() (err error) {
+			ts, err = a.d.g.post(ctx, a.d.ch, text, true, nil)
+			return err
+		})
 		return func() {
 			if err != nil {
 				a.d.failed(ctx, "sending the answer failed", err)
-				a.done = true
+				a.lost = true
 				return
 			}
 			a.msgs = append(a.msgs, shown{ts, text})
@@ -239,14 +276,24 @@ func (a *answer) sendStep(text string) turnrender.Step {
 	}
 }
 
-func (a *answer) editStep(i int, text string) turnrender.Step {
+// editStep changes an answer's message. While it streams a failed edit
+// is left to the next one; the final edit is tried again while it fails
+// transiently, and one that still fails makes the answer say so.
+func (a *answer) editStep(i int, text string, frozen bool) turnrender.Step {
 	ts := a.msgs[i].ts
 	return func(ctx context.Context) func() {
 		a.d.edited()
-		err := a.d.g.update(ctx, a.d.ch, ts, text, true, nil)
+		edit := func() error { return a.d.g.update(ctx, a.d.ch, ts, text, true, nil) }
+		var err error
+		if frozen {
+			err = a.d.g.persist(ctx, edit)
+		} else {
+			err = edit()
+		}
 		return func() {
 			if err != nil {
 				a.d.failed(ctx, "editing the answer failed", err)
+				a.lost = a.lost || frozen
 			}
 			a.msgs[i].text = text // not tried again: the next edit supersedes it
 		}
@@ -256,5 +303,25 @@ func (a *answer) editStep(i int, text string) turnrender.Step {
 func (d *delivery) failed(ctx context.Context, what string, err error) {
 	if ctx.Err() == nil {
 		d.log.Warn(what, "err", err)
+	}
+}
+
+// answerTries bounds the tries of a call that must not go missing.
+const answerTries = 3
+
+// persist makes fn up to answerTries times while it fails transiently
+// (call has waited out 429s already; ErrRejected would only fail again).
+// After a timeout Slack may have posted the message all the same, which
+// then shows twice: a missing part of an answer is the worse outcome.
+func (g *Gateway) persist(ctx context.Context, fn func() error) error {
+	bo := retry.Backoff{Min: g.cfg.MinBackoff, Max: g.cfg.MaxBackoff}
+	for try := 1; ; try++ {
+		err := fn()
+		if err == nil || try == answerTries || ctx.Err() != nil || errors.Is(err, gateways.ErrRejected) {
+			return err
+		}
+		if !retry.Sleep(ctx, bo.Next()) {
+			return err
+		}
 	}
 }
