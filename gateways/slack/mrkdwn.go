@@ -147,22 +147,18 @@ func (r *mrkdwn) inlines(n ast.Node) {
 }
 
 func (r *mrkdwn) inline(n ast.Node) {
-	switch n := n.(type) {
-	case *ast.Text:
-		if n.IsRaw() {
-			r.raw(n.Segment.Value(r.src))
+	if v, raw, brk, ok := markdown.Leaf(n, r.src); ok {
+		if raw {
+			r.raw(v)
 		} else {
-			r.text(n.Segment.Value(r.src))
+			r.text(v)
 		}
-		if n.SoftLineBreak() || n.HardLineBreak() {
+		if brk {
 			r.newline()
 		}
-	case *ast.String:
-		if n.IsRaw() || n.IsCode() {
-			r.raw(n.Value)
-		} else {
-			r.text(n.Value)
-		}
+		return
+	}
+	switch n := n.(type) {
 	case *ast.CodeSpan:
 		var b strings.Builder
 		for c := n.FirstChild(); c != nil; c = c.NextSibling() {
