@@ -22,6 +22,7 @@ type memSink struct {
 	cursor string
 	msgs   []gateways.Message
 	fail   bool
+	failed int // Ingests refused while fail was set
 }
 
 func (s *memSink) Cursor(context.Context, string) (string, error) {
@@ -34,6 +35,7 @@ func (s *memSink) Ingest(_ context.Context, _, cursor string, msgs []gateways.Me
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.fail {
+		s.failed++
 		return errors.New("failing")
 	}
 	s.cursor = cursor
@@ -144,26 +146,41 @@ func TestChannelsOnlyWithAllowGroups(t *testing.T) {
 }
 
 // TestAckAfterIngest: an envelope whose Ingest fails is not
-// acknowledged; it is once Ingest works, and handled once although Slack
-// sent it again meanwhile.
+// acknowledged, so latch stopped then gets it again at the next start; it
+// is acknowledged once Ingest works, and handled once although Slack sent
+// it again meanwhile.
 func TestAckAfterIngest(t *testing.T) {
 	srv := slacktest.New(botToken, appToken)
 	t.Cleanup(srv.Close)
 	sink := &memSink{}
-	running(t, srv, sink)
+	_, stop := running(t, srv, sink)
 	srv.SendDM(owner, "first")
 	waitTexts(t, sink, "first")
 	adaptertest.Eventually(t, "the first acknowledged", func() bool { return srv.Unacked() == 0 })
+	sink.setFail(true)
+	srv.SendDM(owner, "lost if acknowledged")
+	adaptertest.Eventually(t, "two Ingests to fail", func() bool {
+		sink.mu.Lock()
+		defer sink.mu.Unlock()
+		return sink.failed >= 2
+	})
+	stop()
+	if n := srv.Unacked(); n != 1 {
+		t.Errorf("%d envelopes unacknowledged after the failed Ingests, want 1", n)
+	}
+	sink.setFail(false)
+	running(t, srv, sink)
+	waitTexts(t, sink, "first", "lost if acknowledged")
 	sink.setFail(true)
 	ts := srv.SendDM(owner, "kept")
 	adaptertest.Eventually(t, "the envelope to wait", func() bool { return srv.Unacked() == 1 })
 	srv.Redeliver(ts)
 	srv.DropSockets() // and again at the next connection
 	sink.setFail(false)
-	waitTexts(t, sink, "first", "kept")
+	waitTexts(t, sink, "first", "lost if acknowledged", "kept")
 	adaptertest.Eventually(t, "everything acknowledged", func() bool { return srv.Unacked() == 0 })
 	srv.SendDM(owner, "after")
-	waitTexts(t, sink, "first", "kept", "after")
+	waitTexts(t, sink, "first", "lost if acknowledged", "kept", "after")
 }
 
 // TestSocketFaults: a malformed envelope, a disconnect envelope and a
