@@ -229,10 +229,17 @@ func (h *harness) countOwner(want string) int {
 func (h *harness) idle() {
 	h.t.Helper()
 	h.eventually("the Hub to finish", func() bool {
-		// An answer owed stays in the inbox (state Answered) until sent.
-		n := -1
-		_ = h.db.View(func(tx *store.Tx) (err error) { n, err = tx.InboxLen(); return err })
-		return n == 0
+		// An answer owed moves to the outbox (AnswerInbox) until its
+		// delivery is confirmed: a restart before then sends it again.
+		in, out := -1, -1
+		_ = h.db.View(func(tx *store.Tx) (err error) {
+			if in, err = tx.InboxLen(); err != nil {
+				return err
+			}
+			out, err = tx.OutboxLen()
+			return err
+		})
+		return in == 0 && out == 0
 	})
 }
 
