@@ -64,6 +64,7 @@ type Config struct {
 	Path       string // config file path ($LATCH_HOME/config.toml)
 	Telegram   TelegramConfig
 	Discord    DiscordConfig
+	Slack      SlackConfig
 	Agent      AgentConfig
 	MCP        MCPConfig
 	Schedule   ScheduleConfig

@@ -122,6 +122,7 @@ func testDefaults(h string) Config {
 		Home: h, Path: filepath.Join(h, "config.toml"),
 		Telegram:   TelegramConfig{APIURL: "https://api.telegram.org", Verbosity: "normal", WebhookListen: "127.0.0.1:8443"},
 		Discord:    DiscordConfig{APIURL: "https://discord.com", Verbosity: "normal"},
+		Slack:      SlackConfig{APIURL: DefaultSlackAPIURL, Verbosity: "normal"},
 		Schedule:   defaultSchedule(),
 		Transcribe: TranscribeConfig{Model: "whisper-1", MaxBytes: 20 << 20, MaxDuration: 10 * time.Minute, Timeout: 2 * time.Minute},
 		Agent: AgentConfig{

@@ -37,6 +37,7 @@ type PlatformSecret struct {
 	Env     string // the variable that supplies it, or "" if none does
 	What    string // for messages: "the Telegram bot token"
 	FileKey string // the setting that reads it from a file instead, or ""
+	Prefix  string // what a well-formed value starts with ("xoxb-"), or "" for no rule
 	file    func(*fileConfig) string
 	value   func(*Config) string
 }
@@ -60,7 +61,7 @@ func (s PlatformSettings) Enabled() bool { return s.Token != "" }
 
 // Platforms lists every chat platform latch has, in the order the gateways
 // start and are listed. A new platform adds its row here.
-var Platforms = []Platform{TelegramPlatform, DiscordPlatform}
+var Platforms = []Platform{TelegramPlatform, DiscordPlatform, SlackPlatform}
 
 // PlatformNamed returns the row of [Platforms] called name.
 func PlatformNamed(name string) (Platform, bool) {

@@ -18,6 +18,7 @@ import (
 type fileConfig struct {
 	Telegram   fileTelegram   `toml:"telegram"`
 	Discord    fileDiscord    `toml:"discord"`
+	Slack      fileSlack      `toml:"slack"`
 	Agent      fileAgent      `toml:"agent"`
 	MCP        fileMCP        `toml:"mcp"`
 	Schedule   fileSchedule   `toml:"schedule"`
@@ -81,6 +82,14 @@ var schemaKeys = []string{
 	"discord.api_url",
 	"discord.allow_groups",
 	"discord.verbosity",
+	"slack",
+	"slack.app_token",
+	"slack.app_token_file",
+	"slack.bot_token",
+	"slack.bot_token_file",
+	"slack.api_url",
+	"slack.allow_groups",
+	"slack.verbosity",
 	"agent",
 	"agent.workspace",
 	"agent.bash_timeout",

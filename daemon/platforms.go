@@ -6,6 +6,7 @@ import (
 	"github.com/latchd/latch/config"
 	"github.com/latchd/latch/gateways"
 	"github.com/latchd/latch/gateways/discord"
+	"github.com/latchd/latch/gateways/slack"
 	"github.com/latchd/latch/gateways/telegram"
 )
 
@@ -42,6 +43,12 @@ var Platforms = []Platform{
 			c := cfg.Discord
 			return discord.New(discord.Config{Token: c.Token, APIURL: c.APIURL, AllowGroups: c.AllowGroups,
 				Verbosity: c.Verbosity}, log)
+		}},
+	{Platform: config.SlackPlatform,
+		New: func(cfg *config.Config, log *slog.Logger) gateways.Gateway {
+			c := cfg.Slack
+			return slack.New(slack.Config{AppToken: c.AppToken, BotToken: c.BotToken, APIURL: c.APIURL,
+				AllowGroups: c.AllowGroups, Verbosity: c.Verbosity}, log)
 		}},
 }
 

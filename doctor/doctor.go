@@ -109,6 +109,7 @@ var steps = []step{
 	{"workspace", false, (*run).checkWorkspace},
 	{"telegram", true, (*run).checkTelegram},
 	{"webhook", true, (*run).checkWebhook},
+	{"slack", true, (*run).checkSlack},
 	{"model", true, (*run).checkModel},
 	{"mcp", true, (*run).checkMCP},
 	{"service", true, (*run).checkService},

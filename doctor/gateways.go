@@ -39,6 +39,9 @@ func configuredGateways(cfg *config.Config) []configuredGateway {
 			add(p.Name, p.TokenEnv)
 		}
 	}
+	if cfg.Slack.Enabled() {
+		add("slack", config.EnvSlackBotToken)
+	}
 	return out
 }
 

@@ -20,7 +20,7 @@ func TestScrubEveryPlatformSecret(t *testing.T) {
 	for _, p := range config.Platforms {
 		text.WriteString("[" + p.Name + "]\n")
 		for _, s := range p.Secrets {
-			v := "9999platformSECRET" + p.Name + strings.ReplaceAll(s.Key, "_", "")
+			v := s.Prefix + "9999platformSECRET" + p.Name + strings.ReplaceAll(s.Key, "_", "")
 			text.WriteString(s.Key + " = \"" + v + "\"\n")
 			values = append(values, v)
 			if s.Env != "" {

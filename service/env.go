@@ -31,6 +31,11 @@ func EnvSecrets(cfg *config.Config) []EnvSecret {
 			}
 		}
 	}
+	// Slack's second secret, the app-level token, has a source of its own
+	// (the row's settings name the bot token's).
+	if cfg.Slack.AppTokenSource == config.EnvSlackAppToken {
+		out = append(out, EnvSecret{config.EnvSlackAppToken, "the Slack app-level token", "[slack] app_token_file"})
+	}
 	if s := cfg.Agent.APIKeySource; s == config.EnvAnthropicAPIKey || s == config.EnvOpenAIAPIKey {
 		out = append(out, EnvSecret{s, "the model provider's API key", "[agent] api_key_file"})
 	}

@@ -217,6 +217,7 @@ func TestLackingSettings(t *testing.T) {
 // loading with a getenv that records what it is asked.
 func TestEnvSettingsCoverLoader(t *testing.T) {
 	known := map[string]bool{config.EnvHome: true, config.EnvTelegramToken: true, config.EnvDiscordToken: true,
+		config.EnvSlackAppToken: true, config.EnvSlackBotToken: true,
 		config.EnvAnthropicAPIKey: true, config.EnvOpenAIAPIKey: true}
 	for _, v := range EnvSettingVars() {
 		known[v] = true

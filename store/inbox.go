@@ -229,11 +229,18 @@ func (tx *Tx) InboxLen() (int, error) {
 	return b.Stats().KeyN, nil
 }
 
-// OutboxLen returns the number of answers owed but not known delivered.
+// OutboxLen counts the answers owed to chats (AnswerInbox) whose delivery
+// is not confirmed yet. It counts by cursor: Stats misses what the
+// transaction itself changed.
 func (tx *Tx) OutboxLen() (int, error) {
 	b, err := tx.bucket(bucketOutbox)
 	if err != nil {
 		return 0, err
 	}
-	return b.Stats().KeyN, nil
+	n := 0
+	c := b.Cursor()
+	for k, _ := c.First(); k != nil; k, _ = c.Next() {
+		n++
+	}
+	return n, nil
 }

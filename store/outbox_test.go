@@ -44,9 +44,20 @@ func TestAnsweredEntriesWaitInTheOutbox(t *testing.T) {
 	if got, want := inbox(), []string{"!c:received"}; !slices.Equal(got, want) {
 		t.Errorf("inbox after answering %q, want %q", got, want)
 	}
+	if err := db.View(func(tx *Tx) error {
+		if n, err := tx.OutboxLen(); n != 2 || err != nil {
+			t.Errorf("OutboxLen = %d, %v; want the 2 answers", n, err)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
 	err = db.Update(func(tx *Tx) error {
 		if err := tx.DeleteInbox(seqs[1]); err != nil { // delivered
 			return err
+		}
+		if n, err := tx.OutboxLen(); n != 1 || err != nil {
+			t.Errorf("OutboxLen after a delivery = %d, %v; want 1", n, err)
 		}
 		n, err := tx.ReturnAnswers()
 		if n != 1 {

@@ -56,8 +56,20 @@ func TestEveryPlatformSecret(t *testing.T) {
 	}
 	for _, p := range daemon.Platforms {
 		for i, s := range p.Secrets {
-			value := fmt.Sprintf("4242%dplatformSECRET%s%s", i, p.Name, strings.ReplaceAll(s.Key, "_", ""))
+			value := fmt.Sprintf("%s4242%dplatformSECRET%s%s", s.Prefix, i, p.Name, strings.ReplaceAll(s.Key, "_", ""))
+			// The platform's other secrets are set too (Slack needs both of
+			// its tokens), with values of their own.
 			section := fmt.Sprintf("[%s]\n%s = %q\n", p.Name, s.Key, value)
+			env := map[string]string{s.Env: value}
+			for j, o := range p.Secrets {
+				if j != i {
+					other := fmt.Sprintf("%s4343%dother%s", o.Prefix, j, p.Name)
+					section += fmt.Sprintf("%s = %q\n", o.Key, other)
+					if o.Env != "" {
+						env[o.Env] = other
+					}
+				}
+			}
 			t.Run(p.Name+"."+s.Key, func(t *testing.T) {
 				t.Run("refused in a world-readable config", func(t *testing.T) {
 					home := t.TempDir()
@@ -65,7 +77,7 @@ func TestEveryPlatformSecret(t *testing.T) {
 						t.Fatal(err)
 					}
 					_, err := config.Loader{Getenv: func(string) string { return "" }}.Load(home)
-					if err == nil || !strings.Contains(err.Error(), "holds "+p.Name+"."+s.Key) {
+					if err == nil || !strings.Contains(err.Error(), "holds ") || !strings.Contains(err.Error(), p.Name+"."+s.Key) {
 						t.Fatalf("a 0644 config.toml with %s.%s loaded: %v", p.Name, s.Key, err)
 					}
 					if strings.Contains(err.Error(), value) {
@@ -85,7 +97,7 @@ func TestEveryPlatformSecret(t *testing.T) {
 					if s.Env == "" {
 						return
 					}
-					cfg, err = config.Loader{Getenv: func(k string) string { return map[string]string{s.Env: value}[k] }}.Load(t.TempDir())
+					cfg, err = config.Loader{Getenv: func(k string) string { return env[k] }}.Load(t.TempDir())
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -111,7 +123,9 @@ func TestEveryPlatformSecret(t *testing.T) {
 				})
 				t.Run("service install refuses a shell-only secret", func(t *testing.T) {
 					unitDir, _ := serviceTestHome(t, "")
-					t.Setenv(s.Env, value)
+					for k, v := range env {
+						t.Setenv(k, v)
+					}
 					fake := stopped(nil)
 					out, errOut, err := serviceCLI(t, fake, installedBinary, "service", "install")
 					assertRefusedUnchanged(t, fake, unitDir, out, err)

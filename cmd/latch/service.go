@@ -257,8 +257,14 @@ func comeVerb(vars []string) string {
 // secretFileName is where envAdvice suggests keeping the secret of v.
 func secretFileName(v string) string {
 	for _, p := range config.Platforms {
-		if v == p.TokenEnv {
-			return p.Name + ".token"
+		for _, s := range p.Secrets {
+			if s.Env == "" || v != s.Env {
+				continue
+			}
+			if s.Key == "token" {
+				return p.Name + ".token"
+			}
+			return p.Name + "-" + strings.TrimSuffix(s.Key, "_token") + ".token"
 		}
 	}
 	return "api.key"

@@ -229,8 +229,8 @@ func (h *harness) countOwner(want string) int {
 func (h *harness) idle() {
 	h.t.Helper()
 	h.eventually("the Hub to finish", func() bool {
-		// An answer owed is in the outbox until it is known delivered; a
-		// restart before then sends it again, as it should.
+		// An answer owed moves to the outbox (AnswerInbox) until its
+		// delivery is confirmed: a restart before then sends it again.
 		in, out := -1, -1
 		_ = h.db.View(func(tx *store.Tx) (err error) {
 			if in, err = tx.InboxLen(); err != nil {

@@ -82,3 +82,17 @@ func TableLines(rows [][]string, aligns []extast.Alignment) []string {
 	}
 	return out
 }
+
+// Leaf is the text of a text leaf (ast.Text or ast.String): its bytes,
+// whether they are raw (code, or an HTML-free literal: no escapes to
+// resolve), and whether a line break follows. ok is false for any other
+// node. Each renderer writes what Leaf gives in its own escaping.
+func Leaf(n ast.Node, src []byte) (v []byte, raw, lineBreak, ok bool) {
+	switch n := n.(type) {
+	case *ast.Text:
+		return n.Segment.Value(src), n.IsRaw(), n.SoftLineBreak() || n.HardLineBreak(), true
+	case *ast.String:
+		return n.Value, n.IsRaw() || n.IsCode(), false, true
+	}
+	return nil, false, false, false
+}

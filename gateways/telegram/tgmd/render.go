@@ -269,23 +269,15 @@ func (r *renderer) inlines(n ast.Node) {
 }
 
 func (r *renderer) inline(n ast.Node) {
-	switch n := n.(type) {
-	case *ast.Text:
-		if n.IsRaw() {
-			r.raw(n.Segment.Value(r.src))
-		} else {
-			r.escaped(n.Segment.Value(r.src))
-		}
-		if n.SoftLineBreak() || n.HardLineBreak() {
+	if v, raw, brk, ok := markdown.Leaf(n, r.src); ok {
+		r.write(v, raw)
+		if brk {
 			// A chat shows line breaks as the model wrote them.
 			r.newline()
 		}
-	case *ast.String:
-		if n.IsRaw() || n.IsCode() {
-			r.raw(n.Value)
-		} else {
-			r.escaped(n.Value)
-		}
+		return
+	}
+	switch n := n.(type) {
 	case *ast.CodeSpan:
 		r.codeSpan(n)
 	case *ast.Emphasis:
