@@ -26,8 +26,8 @@ const (
 	// EnvServer makes Main serve over stdio: "1", or "garbage" to print a
 	// line that is not JSON on stdout first.
 	EnvServer = "LATCH_TEST_MCP_SERVER"
-	// EnvDir is a directory the server writes its notes in: "cancelled"
-	// when a sleep was cancelled, "grandchild" with the pid of the
+	// EnvDir is a directory the server writes its notes in: "sleeping"
+	// when a sleep began, "cancelled" when a sleep was cancelled, "grandchild" with the pid of the
 	// process hang started, "started" appended at every start.
 	EnvDir = "LATCH_TEST_MCP_DIR"
 )
@@ -108,6 +108,7 @@ func NewServer() *sdk.Server {
 		})
 	sdk.AddTool(s, &sdk.Tool{Name: "sleep", Description: "Sleep, noting a cancellation."},
 		func(ctx context.Context, _ *sdk.CallToolRequest, a sleepArgs) (*sdk.CallToolResult, any, error) {
+			note("sleeping", "sleeping\n", false)
 			select {
 			case <-time.After(time.Duration(a.Seconds * float64(time.Second))):
 				return text("slept"), nil, nil
