@@ -330,7 +330,8 @@ func (d *Daemon) expireLatchRequests(ctx context.Context) {
 }
 
 // runGateway starts g, retrying transient failures, then reads from it
-// until ctx ends. A rejected credential is fatal: restarting cannot fix it.
+// until ctx ends. A rejected credential, at the start or later, is fatal:
+// restarting cannot fix it.
 func (d *Daemon) runGateway(ctx context.Context, g gateways.Gateway, started *sync.WaitGroup, fatal chan<- error) {
 	once := sync.OnceFunc(started.Done)
 	defer once()
@@ -366,7 +367,13 @@ func (d *Daemon) runGateway(ctx context.Context, g gateways.Gateway, started *sy
 		}
 	}
 	once()
-	if err := g.Run(ctx, d.hub); err != nil {
+	err := g.Run(ctx, d.hub)
+	if errors.Is(err, gateways.ErrUnauthorized) && ctx.Err() == nil {
+		// Revoked while running: as fatal as at the start.
+		fatal <- fmt.Errorf("%w: %w", ErrConfig, err)
+		return
+	}
+	if err != nil {
 		d.Log.Error("gateway stopped", logkey.Gateway, g.Name(), logkey.Err, err)
 	}
 }

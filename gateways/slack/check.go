@@ -44,10 +44,10 @@ func Check(ctx context.Context, cfg Config) (Report, error) {
 	g.api = slack.New(cfg.BotToken, opts...)
 	at, err := g.api.AuthTestContext(ctx)
 	if err != nil {
-		return Report{}, g.startErr("the bot token", err)
+		return Report{}, g.startErr("bot_token", err)
 	}
 	if _, _, err := socketmode.New(g.api).OpenContext(ctx); err != nil {
-		return Report{}, g.startErr("the app token", err)
+		return Report{}, g.startErr("app_token", err)
 	}
 	rep := Report{Bot: at.User, Team: at.Team}
 	mu.Lock()

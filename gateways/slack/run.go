@@ -33,7 +33,8 @@ type inbound struct {
 // Run reads what the owner sent while latch was down, then the Socket
 // Mode events, until ctx ends. An envelope is acknowledged once Ingest
 // stored what it carries; while Ingest fails it is tried again, and never
-// acknowledged before. invalid_auth on reconnecting ends Run with
+// acknowledged before. A token Slack refuses — the app token on
+// reconnecting, the bot token to any Web API call — ends Run with
 // ErrUnauthorized.
 func (g *Gateway) Run(ctx context.Context, sink adapter.Sink) error {
 	stored, err := sink.Cursor(ctx, g.Name())
@@ -52,8 +53,11 @@ func (g *Gateway) Run(ctx context.Context, sink adapter.Sink) error {
 		}
 		err = g.scrub(err)
 		g.noteErr(err)
+		if errors.Is(err, adapter.ErrUnauthorized) {
+			return err // the bot token, refused to a Web API call
+		}
 		if unauthorized(err) {
-			return errors.Join(adapter.ErrUnauthorized, errors.New("slack: Slack refused the app token: "+err.Error()))
+			return refused("app_token", err)
 		}
 		wait := bo.Next()
 		g.log.Warn("socket mode failed; reconnecting", "err", err, "retry_in", wait)
@@ -78,6 +82,8 @@ func (g *Gateway) runSocket(ctx context.Context, sink adapter.Sink, cur *cursor)
 	for {
 		select {
 		case err := <-done:
+			return err
+		case err := <-g.revoked:
 			return err
 		case <-g.dirty:
 			g.ingest(ctx, sink, cur, nil)
@@ -326,6 +332,9 @@ func (g *Gateway) catchUp(ctx context.Context, sink adapter.Sink, cur *cursor) e
 			if err != nil {
 				if ctx.Err() != nil {
 					return ctx.Err()
+				}
+				if errors.Is(err, adapter.ErrUnauthorized) {
+					return err
 				}
 				g.log.Warn("reading the conversation's history failed", "err", err)
 				break

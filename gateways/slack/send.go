@@ -128,7 +128,9 @@ func (g *Gateway) update(ctx context.Context, ch, ts, text string, mrkdwn bool, 
 // call makes one Web API call, waiting out up to maxRateWaits 429s as
 // Retry-After says (Slack rate-limits per method tier,
 // https://api.slack.com/apis/rate-limits). Its error is scrubbed of the
-// tokens, and ErrRejected when Slack refused the request itself.
+// tokens; ErrRejected when Slack refused the request itself; and, when it
+// refused the bot token, the refusal Run ends on (not ErrRejected: what
+// was to be sent stays in the outbox for a start with a working token).
 func (g *Gateway) call(ctx context.Context, fn func(context.Context) error) error {
 	for waits := 0; ; waits++ {
 		cctx, cancel := context.WithTimeout(ctx, requestTimeout)
@@ -142,6 +144,11 @@ func (g *Gateway) call(ctx context.Context, fn func(context.Context) error) erro
 				continue
 			}
 			return ctx.Err()
+		}
+		if err != nil && unauthorized(err) {
+			err = refused("bot_token", g.scrub(err))
+			g.revoke(err)
+			return err
 		}
 		return g.classify(err)
 	}

@@ -73,6 +73,7 @@ type Gateway struct {
 	owners    map[string]bool // chats known to be the latched one
 	texts     map[string]string
 	dirty     chan struct{} // an owner chat to store in the cursor
+	revoked   chan error    // the bot token's refusal, for Run to end on
 	edits     map[string]time.Time
 }
 
@@ -101,7 +102,7 @@ func New(cfg Config, log *slog.Logger) *Gateway {
 		opts = append(opts, slack.OptionAPIURL(strings.TrimSuffix(cfg.APIURL, "/")+"/"))
 	}
 	g := &Gateway{cfg: cfg, log: log.With("gateway", "slack"), api: slack.New(cfg.BotToken, opts...),
-		owners: map[string]bool{}, texts: map[string]string{}, dirty: make(chan struct{}, 1), edits: map[string]time.Time{}}
+		owners: map[string]bool{}, texts: map[string]string{}, dirty: make(chan struct{}, 1), revoked: make(chan error, 1), edits: map[string]time.Time{}}
 	for _, t := range []string{cfg.AppToken, cfg.BotToken} {
 		g.forms = append(g.forms, redact.URLForms(t)...)
 	}
@@ -119,10 +120,10 @@ func (g *Gateway) Start(ctx context.Context) error {
 	defer cancel()
 	at, err := g.api.AuthTestContext(ctx)
 	if err != nil {
-		return g.startErr("the bot token", err)
+		return g.startErr("bot_token", err)
 	}
 	if _, _, err := socketmode.New(g.api).OpenContext(ctx); err != nil {
-		return g.startErr("the app token", err)
+		return g.startErr("app_token", err)
 	}
 	g.mu.Lock()
 	g.team, g.botUser, g.botID, g.botName, g.connected = at.TeamID, at.UserID, at.BotID, at.User, true
@@ -131,14 +132,39 @@ func (g *Gateway) Start(ctx context.Context) error {
 	return nil
 }
 
-// startErr is Start's error: ErrUnauthorized for a token Slack refuses.
-func (g *Gateway) startErr(what string, err error) error {
+// startErr is Start's error: a refusal for a token Slack does not take.
+func (g *Gateway) startErr(key string, err error) error {
 	err = g.scrub(err)
 	g.noteErr(err)
 	if unauthorized(err) {
-		return errors.Join(adapter.ErrUnauthorized, errors.New("slack: Slack refused "+what+": "+err.Error()))
+		return refused(key, err)
 	}
-	return errors.New("slack: checking " + what + ": " + err.Error())
+	return errors.New("slack: checking [slack] " + key + ": " + err.Error())
+}
+
+// refusedError is Slack refusing one of the two tokens (wrong, revoked,
+// the app uninstalled): ErrUnauthorized, which the daemon ends on, since
+// running on cannot fix it.
+type refusedError struct {
+	key string // the token's setting: app_token or bot_token
+	err error  // Slack's answer, scrubbed
+}
+
+func refused(key string, err error) error { return &refusedError{key: key, err: err} }
+
+func (e *refusedError) Error() string {
+	return "slack: Slack refused the " + strings.TrimSuffix(e.key, "_token") + " token ([slack] " + e.key + "): " + e.err.Error()
+}
+
+func (e *refusedError) Unwrap() []error { return []error{adapter.ErrUnauthorized, e.err} }
+
+// revoke hands Run the refusal of the bot token seen by a Web API call,
+// for Run to end with it (the first one is enough).
+func (g *Gateway) revoke(err error) {
+	select {
+	case g.revoked <- err:
+	default:
+	}
 }
 
 // unauthorized: Slack's answer to a token it does not take.

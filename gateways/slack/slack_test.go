@@ -220,9 +220,42 @@ func TestRevokedAppToken(t *testing.T) {
 	if !errors.Is(err, gateways.ErrUnauthorized) || strings.Contains(err.Error(), appToken) {
 		t.Fatalf("Run with a revoked app token = %v, want ErrUnauthorized without the token", err)
 	}
+	if !strings.Contains(err.Error(), "app_token") {
+		t.Errorf("Run's error %q does not name the app token", err)
+	}
 	bad := slack.New(slack.Config{BotToken: botToken, AppToken: "xapp-wrong", APIURL: srv.URL()}, nil)
 	if err := bad.Start(ctx); !errors.Is(err, gateways.ErrUnauthorized) {
 		t.Errorf("Start with a bad app token = %v, want ErrUnauthorized", err)
+	}
+}
+
+// TestRevokedBotToken: the bot token refused to a Web API call while the
+// socket runs (Socket Mode needs only the app token, so nothing else would
+// notice) ends Run with ErrUnauthorized naming it; the send that saw it
+// fails, not as ErrRejected, so its reply stays in the outbox.
+func TestRevokedBotToken(t *testing.T) {
+	srv := slacktest.New(botToken, appToken)
+	t.Cleanup(srv.Close)
+	g := newGateway(srv, botToken, nil)
+	ctx := adaptertest.Context(t)
+	if err := g.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- g.Run(ctx, &memSink{}) }()
+	adaptertest.Eventually(t, "the socket", func() bool { return srv.Sockets() == 1 })
+	srv.RefuseBotToken(true)
+	_, err := g.Send(ctx, slacktest.TeamID+"/"+slacktest.DM(owner), gateways.Reply{Text: "hello"})
+	if !errors.Is(err, gateways.ErrUnauthorized) || errors.Is(err, gateways.ErrRejected) {
+		t.Errorf("Send with a revoked bot token = %v, want ErrUnauthorized, not ErrRejected", err)
+	}
+	select {
+	case err := <-done:
+		if !errors.Is(err, gateways.ErrUnauthorized) || !strings.Contains(err.Error(), "bot_token") || strings.Contains(err.Error(), botToken) {
+			t.Errorf("Run = %v, want ErrUnauthorized naming bot_token, without the token", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run goes on with a revoked bot token")
 	}
 }
 

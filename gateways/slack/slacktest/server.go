@@ -115,6 +115,7 @@ type Server struct {
 	files   map[string]File
 	n       int // for ids and timestamps
 	refuse  bool
+	revoked bool // the bot token
 	changed faketest.Signal
 	done    chan struct{}
 	stop    sync.Once
@@ -224,13 +225,14 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request, method string) {
 	s.mu.Lock()
 	s.calls = append(s.calls, Call{Method: method, Params: p})
 	f, faulted := s.faults.Take(method)
+	revoked := s.revoked
 	s.mu.Unlock()
 	defer s.changed.Notify()
 	want := s.BotToken
 	if method == "apps.connections.open" {
-		want = s.AppToken
+		want, revoked = s.AppToken, false
 	}
-	if tok != want {
+	if tok != want || revoked {
 		fail(w, "invalid_auth")
 		return
 	}
@@ -481,6 +483,14 @@ func (s *Server) RefuseSockets(on bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.refuse = on
+}
+
+// RefuseBotToken makes every Web API call with the bot token answer
+// invalid_auth (the token was revoked or rotated) while on.
+func (s *Server) RefuseBotToken(on bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.revoked = on
 }
 
 // Calls returns the requests to method so far.
