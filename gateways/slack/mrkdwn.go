@@ -2,7 +2,6 @@ package slack
 
 import (
 	"regexp"
-	"strconv"
 	"strings"
 	"sync"
 	"unicode/utf8"
@@ -57,16 +56,7 @@ func (r *mrkdwn) text(v []byte) {
 
 func (r *mrkdwn) raw(v []byte) { r.b.WriteString(escape(string(v))) }
 
-func (r *mrkdwn) blocks(n ast.Node, sep string) {
-	for c := n.FirstChild(); c != nil; c = c.NextSibling() {
-		if c != n.FirstChild() {
-			for range strings.Count(sep, "\n") {
-				r.newline()
-			}
-		}
-		r.block(c)
-	}
-}
+func (r *mrkdwn) blocks(n ast.Node, sep string) { markdown.Blocks(n, sep, r.newline, r.block) }
 
 func (r *mrkdwn) block(n ast.Node) {
 	switch n := n.(type) {
@@ -77,7 +67,7 @@ func (r *mrkdwn) block(n ast.Node) {
 	case *ast.ThematicBreak:
 		r.b.WriteString("──────────")
 	case *ast.FencedCodeBlock, *ast.CodeBlock, *ast.HTMLBlock:
-		r.pre(lines(n, r.src))
+		r.pre(string(markdown.Lines(n, r.src)))
 	case *ast.Blockquote:
 		outer := r.prefix
 		r.prefix += "> "
@@ -85,22 +75,13 @@ func (r *mrkdwn) block(n ast.Node) {
 		r.blocks(n, "\n")
 		r.prefix = outer
 	case *ast.List:
-		num := n.Start
-		for item := n.FirstChild(); item != nil; item = item.NextSibling() {
-			if item != n.FirstChild() {
-				r.newline()
-			}
-			if n.IsOrdered() {
-				r.b.WriteString(strconv.Itoa(num) + ". ")
-				num++
-			} else {
-				r.b.WriteString("• ")
-			}
+		markdown.Items(n, r.newline, func(marker string, item ast.Node) {
+			r.b.WriteString(marker)
 			outer := r.prefix
 			r.prefix += "    "
 			r.blocks(item, "\n")
 			r.prefix = outer
-		}
+		})
 	case *extast.Table:
 		r.pre(strings.Join(markdown.TableLines(markdown.TableRows(n, func(c ast.Node) string {
 			return string(c.Text(r.src)) //nolint:staticcheck // plain cell text is what a table shows
@@ -122,16 +103,6 @@ func (r *mrkdwn) pre(s string) {
 	}
 	r.newline()
 	r.b.WriteString("```")
-}
-
-func lines(n ast.Node, src []byte) string {
-	var b strings.Builder
-	segs := n.Lines()
-	for i := range segs.Len() {
-		seg := segs.At(i)
-		b.Write(seg.Value(src))
-	}
-	return strings.TrimRight(b.String(), "\n")
 }
 
 func (r *mrkdwn) wrap(mark string, n ast.Node) {

@@ -3,11 +3,15 @@
 // tables and strikethrough built here, not goldmark/extension), laying out
 // a table as aligned plain-text lines, and cutting rendered HTML into
 // messages by the platform's own length measure without breaking its
-// markup. A platform's renderer (gateways/telegram/tgmd for Telegram's
-// HTML) walks the tree Parse gives and writes only what the platform shows.
+// markup, and the pieces of the walk every renderer makes alike (Blocks,
+// Items, Lines, Leaf). A platform's renderer (gateways/telegram/tgmd for
+// Telegram's HTML, gateways/slack for mrkdwn) walks the tree Parse gives
+// and writes only what the platform shows.
 package markdown
 
 import (
+	"bytes"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -81,6 +85,51 @@ func TableLines(rows [][]string, aligns []extast.Alignment) []string {
 		}
 	}
 	return out
+}
+
+// Blocks walks n's block children, calling block on each and newline
+// between two, once per line break in sep ("\n\n": a blank line between
+// paragraphs, "\n": list items and quoted lines), so each renderer writes
+// its own line break (with its own indentation or quote prefix).
+func Blocks(n ast.Node, sep string, newline func(), block func(ast.Node)) {
+	breaks := strings.Count(sep, "\n")
+	for c := n.FirstChild(); c != nil; c = c.NextSibling() {
+		if c != n.FirstChild() {
+			for range breaks {
+				newline()
+			}
+		}
+		block(c)
+	}
+}
+
+// Items walks a list's items, calling item with the item's marker ("• ",
+// or "N. " counting from the list's start) and newline between two.
+func Items(n *ast.List, newline func(), item func(marker string, item ast.Node)) {
+	num := n.Start
+	for c := n.FirstChild(); c != nil; c = c.NextSibling() {
+		if c != n.FirstChild() {
+			newline()
+		}
+		marker := "• "
+		if n.IsOrdered() {
+			marker = strconv.Itoa(num) + ". "
+			num++
+		}
+		item(marker, c)
+	}
+}
+
+// Lines is a block's source lines (a code or HTML block) as they stand,
+// without the last line break.
+func Lines(n ast.Node, src []byte) []byte {
+	var b []byte
+	segs := n.Lines()
+	for i := range segs.Len() {
+		seg := segs.At(i)
+		b = append(b, seg.Value(src)...)
+	}
+	return bytes.TrimRight(b, "\n")
 }
 
 // Leaf is the text of a text leaf (ast.Text or ast.String): its bytes,

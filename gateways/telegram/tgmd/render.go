@@ -13,14 +13,12 @@ import (
 	"bytes"
 	"github.com/latchd/latch/gateways/internal/markdown"
 	"html"
-	"strconv"
 	"strings"
 
 	"github.com/yuin/goldmark"
 	"github.com/yuin/goldmark/ast"
 	extast "github.com/yuin/goldmark/extension/ast"
 	htmlrender "github.com/yuin/goldmark/renderer/html"
-	"github.com/yuin/goldmark/text"
 	"github.com/yuin/goldmark/util"
 )
 
@@ -127,16 +125,7 @@ func (r *renderer) write(v []byte, raw bool) {
 func (r *renderer) str(s string) { r.raw([]byte(s)) }
 
 // blockChildren renders n's block children separated by sep.
-func (r *renderer) blockChildren(n ast.Node, sep string) {
-	for c := n.FirstChild(); c != nil; c = c.NextSibling() {
-		if c != n.FirstChild() {
-			for range strings.Count(sep, "\n") {
-				r.newline()
-			}
-		}
-		r.block(c)
-	}
-}
+func (r *renderer) blockChildren(n ast.Node, sep string) { markdown.Blocks(n, sep, r.newline, r.block) }
 
 func (r *renderer) block(n ast.Node) {
 	switch n := n.(type) {
@@ -159,7 +148,7 @@ func (r *renderer) block(n ast.Node) {
 	case *ast.List:
 		r.list(n)
 	case *ast.HTMLBlock:
-		r.lines(n.Lines(), true)
+		r.lines(n)
 		if n.HasClosure() {
 			r.newline()
 			r.raw(n.ClosureLine.Value(r.src))
@@ -171,21 +160,14 @@ func (r *renderer) block(n ast.Node) {
 	}
 }
 
-// lines writes a block's source lines as text, without their final line
-// break. raw keeps them as they stand (code); otherwise Markdown escapes
-// are resolved.
-func (r *renderer) lines(segs *text.Segments, raw bool) {
-	var buf []byte
-	for i := range segs.Len() {
-		seg := segs.At(i)
-		buf = append(buf, seg.Value(r.src)...)
-	}
-	buf = bytes.TrimRight(buf, "\n")
-	for i, line := range bytes.Split(buf, []byte("\n")) {
+// lines writes a block's source lines as they stand (code), escaped,
+// without their final line break.
+func (r *renderer) lines(n ast.Node) {
+	for i, line := range bytes.Split(markdown.Lines(n, r.src), []byte("\n")) {
 		if i > 0 {
 			r.newline()
 		}
-		r.write(line, raw)
+		r.raw(line)
 	}
 }
 
@@ -193,7 +175,7 @@ func (r *renderer) lines(segs *text.Segments, raw bool) {
 // there the code becomes plain lines.
 func (r *renderer) code(n ast.Node, lang string) {
 	if r.in("blockquote") || r.in("pre") {
-		r.lines(n.Lines(), true)
+		r.lines(n)
 		return
 	}
 	r.dropIndent()
@@ -202,7 +184,7 @@ func (r *renderer) code(n ast.Node, lang string) {
 		tag = `<pre><code class="language-` + lang + `">`
 	}
 	r.openTag("pre", tag)
-	r.lines(n.Lines(), true)
+	r.lines(n)
 	if lang != "" {
 		r.b.WriteString("</code>")
 	}
@@ -225,22 +207,13 @@ func cleanLang(lang string) string {
 
 // list renders items as "• " or "N. " lines; nested content is indented.
 func (r *renderer) list(n *ast.List) {
-	num := n.Start
-	for item := n.FirstChild(); item != nil; item = item.NextSibling() {
-		if item != n.FirstChild() {
-			r.newline()
-		}
-		if n.IsOrdered() {
-			r.b.WriteString(strconv.Itoa(num) + ". ")
-			num++
-		} else {
-			r.b.WriteString("• ")
-		}
+	markdown.Items(n, r.newline, func(marker string, item ast.Node) {
+		r.b.WriteString(marker)
 		outer := r.indent
 		r.indent += indentUnit
 		r.blockChildren(item, "\n")
 		r.indent = outer
-	}
+	})
 }
 
 // table renders a GFM table as aligned preformatted text.
