@@ -29,6 +29,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/gorilla/websocket"
 
@@ -104,6 +105,7 @@ type Server struct {
 	BotToken, AppToken string
 
 	srv     *httptest.Server
+	base    string // srv's URL, for the handlers
 	up      websocket.Upgrader
 	mu      sync.Mutex
 	history map[string][]*Message // by channel, oldest first
@@ -134,7 +136,12 @@ func New(botToken, appToken string) *Server {
 		Scopes: "app_mentions:read,channels:history,chat:write,commands,files:read,files:write,groups:history,im:history,im:read,reactions:write"}
 	// slack-go dials with Slack's own origin.
 	s.up.CheckOrigin = func(r *http.Request) bool { return r.Header.Get("Origin") == "https://api.slack.com" }
-	s.srv = faketest.Loopback("slacktest", http.HandlerFunc(s.serve))
+	srv := faketest.Loopback("slacktest", http.HandlerFunc(s.serve))
+	// Under the lock the handlers read it with: a request may come from
+	// another process, which orders nothing for the race detector.
+	s.mu.Lock()
+	s.srv, s.base = srv, srv.URL
+	s.mu.Unlock()
 	return s
 }
 
@@ -225,7 +232,7 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request, method string) {
 	s.mu.Lock()
 	s.calls = append(s.calls, Call{Method: method, Params: p})
 	f, faulted := s.faults.Take(method)
-	revoked := s.revoked
+	revoked, base := s.revoked, s.base
 	s.mu.Unlock()
 	defer s.changed.Notify()
 	want := s.BotToken
@@ -263,7 +270,7 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request, method string) {
 			fail(w, "invalid_auth")
 			return
 		}
-		writeJSON(w, map[string]any{"ok": true, "url": "ws" + strings.TrimPrefix(s.srv.URL, "http") + "/ws"})
+		writeJSON(w, map[string]any{"ok": true, "url": "ws" + strings.TrimPrefix(base, "http") + "/ws"})
 	case "chat.postMessage", "chat.postEphemeral":
 		s.post(w, method, p)
 	case "chat.update":
@@ -276,7 +283,7 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request, method string) {
 		size, _ := strconv.Atoi(p.Get("length"))
 		s.uploads[id] = &File{ID: id, Name: p.Get("filename"), Size: size}
 		s.mu.Unlock()
-		writeJSON(w, map[string]any{"ok": true, "upload_url": s.srv.URL + "/upload/" + id, "file_id": id})
+		writeJSON(w, map[string]any{"ok": true, "upload_url": base + "/upload/" + id, "file_id": id})
 	case "files.completeUploadExternal":
 		s.complete(w, p)
 	case "reactions.add", "reactions.remove":
@@ -308,10 +315,44 @@ func (m Message) Shown() string {
 // HasButtons: its blocks hold buttons.
 func (m Message) HasButtons() bool { return strings.Contains(string(m.Blocks), `"button"`) }
 
+// Limits the fake enforces, as latch relies on them: a message's text
+// (Slack truncates past 40,000 characters and asks for at most 4,000,
+// https://api.slack.com/methods/chat.postMessage#truncating) and a
+// section block's text (3,000, else invalid_blocks,
+// https://api.slack.com/reference/block-kit/blocks#section).
+const (
+	MaxText    = 4000
+	MaxSection = 3000
+)
+
+// tooLong names the limit p's message breaks, "" none.
+func tooLong(p url.Values) string {
+	if utf8.RuneCountInString(p.Get("text")) > MaxText {
+		return "msg_too_long"
+	}
+	var bl []struct {
+		Type string `json:"type"`
+		Text struct {
+			Text string `json:"text"`
+		} `json:"text"`
+	}
+	_ = json.Unmarshal([]byte(p.Get("blocks")), &bl)
+	for _, b := range bl {
+		if b.Type == "section" && utf8.RuneCountInString(b.Text.Text) > MaxSection {
+			return "invalid_blocks"
+		}
+	}
+	return ""
+}
+
 func (s *Server) post(w http.ResponseWriter, method string, p url.Values) {
 	ch := p.Get("channel")
 	if ch == "" || p.Get("text") == "" && p.Get("blocks") == "" {
 		fail(w, "no_text")
+		return
+	}
+	if e := tooLong(p); e != "" {
+		fail(w, e)
 		return
 	}
 	s.mu.Lock()
@@ -343,6 +384,10 @@ func blocks(p url.Values) json.RawMessage {
 
 func (s *Server) update(w http.ResponseWriter, p url.Values) {
 	ch, ts := p.Get("channel"), p.Get("ts")
+	if e := tooLong(p); e != "" {
+		fail(w, e)
+		return
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, m := range s.history[ch] {
@@ -427,7 +472,7 @@ func (s *Server) complete(w http.ResponseWriter, p url.Values) {
 		fail(w, "file_size_mismatch")
 		return
 	}
-	f.URLPrivate = s.srv.URL + "/files/" + f.ID
+	f.URLPrivate = s.base + "/files/" + f.ID
 	s.files[f.ID] = *f
 	s.history[ch] = append(s.history[ch], &Message{Channel: ch, TS: s.tsLocked(), User: BotUserID, BotID: BotID,
 		Text: p.Get("initial_comment"), Files: []File{*f}, Subtype: "file_share"})
@@ -441,9 +486,12 @@ func (s *Server) download(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.WriteString(w, "<html>sign in</html>")
 		return
 	}
+	id := strings.TrimPrefix(r.URL.Path, "/files/")
 	s.mu.Lock()
-	f, ok := s.files[strings.TrimPrefix(r.URL.Path, "/files/")]
+	s.calls = append(s.calls, Call{Method: "files.download", Params: url.Values{"file": {id}}})
+	f, ok := s.files[id]
 	s.mu.Unlock()
+	defer s.changed.Notify()
 	if !ok {
 		http.NotFound(w, r)
 		return
@@ -457,7 +505,7 @@ func (s *Server) AddFile(name, mimetype string, data []byte) File {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	f := File{ID: fmt.Sprintf("F%04d", s.next()), Name: name, Mimetype: mimetype, Size: len(data), data: data}
-	f.URLPrivate = s.srv.URL + "/files/" + f.ID
+	f.URLPrivate = s.base + "/files/" + f.ID
 	s.files[f.ID] = f
 	return f
 }
@@ -493,7 +541,8 @@ func (s *Server) RefuseBotToken(on bool) {
 	s.revoked = on
 }
 
-// Calls returns the requests to method so far.
+// Calls returns the requests to method so far (a file download with the
+// bot token is "files.download").
 func (s *Server) Calls(method string) []Call {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -506,8 +555,15 @@ func (s *Server) Calls(method string) []Call {
 	return out
 }
 
-// Count counts the requests to method.
-func (s *Server) Count(method string) int { return len(s.Calls(method)) }
+// Count counts the requests to method ("": to any method).
+func (s *Server) Count(method string) int {
+	if method != "" {
+		return len(s.Calls(method))
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.calls)
+}
 
 // History returns a channel's messages, oldest first (ephemeral ones too).
 func (s *Server) History(channel string) []Message {

@@ -241,14 +241,14 @@ func (s *Server) Unacked() int {
 // Press is u pressing the button with value on the bot's message ts in
 // channel (a block_actions interactive envelope).
 func (s *Server) Press(u User, channel, ts, value string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	b, _ := json.Marshal(map[string]any{"type": "block_actions",
 		"user": map[string]any{"id": u.ID, "team_id": u.team(), "username": u.ID}, "team": map[string]any{"id": u.team()},
 		"api_app_id": AppID, "channel": map[string]any{"id": channel}, "trigger_id": fmt.Sprintf("tr-%s-%s", ts, value),
 		"container":    map[string]any{"type": "message", "message_ts": ts, "channel_id": channel},
-		"response_url": s.srv.URL + "/response", "actions": []map[string]any{{"type": "button", "action_id": value,
+		"response_url": s.base + "/response", "actions": []map[string]any{{"type": "button", "action_id": value,
 			"block_id": "approval", "value": value, "action_ts": ts}}})
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	s.queueLocked("interactive", "", b)
 }
 
