@@ -116,3 +116,53 @@ func TestE2ESlackFilesBothWays(t *testing.T) {
 		t.Errorf("the upload did not take the external flow")
 	}
 }
+
+// TestE2ESlackOversized: an approval whose command is far over a section
+// block's 3,000 characters, and an answer of some 35,000 characters whose
+// every &, < and > grows fivefold when escaped, all reach the owner within
+// Slack's limits (the fake refuses a message over them, as Slack does,
+// with invalid_blocks or msg_too_long): the request shortened, with its
+// buttons, the answer cut into messages, none lost, none pinging.
+func TestE2ESlackOversized(t *testing.T) {
+	e := newEnv(t)
+	model := withModel(e)
+	fake := withSlack(e)
+	e.start()
+	dm := pairSlack(e, fake)
+	answer := strings.Repeat("A line with a & b < c > d and <!channel> in it.\n", 700) + "END-MARK"
+	model.Script(
+		anthropictest.ToolUse("toolu_1", "bash", `{"command":"echo `+strings.Repeat("&<>", 2000)+` > /dev/null"}`),
+		anthropictest.Text(answer),
+	)
+	fake.SendDM(sAlice, "go")
+	req := waitSlack(t, fake, dm, "bash")
+	if !req.HasButtons() {
+		t.Fatalf("the oversized request lost its buttons: %q", req.Shown())
+	}
+	approve := turn.Payload(turn.KindApprove, strings.TrimSpace(between(string(req.Blocks), `"value":"approve:`, `"`)))
+	fake.Press(sAlice, dm, req.TS, approve)
+	waitSlack(t, fake, dm, "END-MARK")
+	parts := 0
+	for _, m := range fake.Sent(dm) {
+		if strings.Contains(m.Shown(), "could not be delivered") {
+			t.Errorf("a part was lost: %q", m.Shown())
+		}
+		if m.Pings() {
+			t.Errorf("a message would ping: %.80q", m.Text)
+		}
+		if strings.Contains(m.Shown(), "A line with") {
+			parts++
+		}
+	}
+	if want := len(escapeForCount(answer))/slacktest.MaxText + 1; parts < want {
+		t.Errorf("the answer came in %d messages, want at least %d", parts, want)
+	}
+	if n := countSlack(fake, dm, "A line with a & b < c > d and <!channel> in it."); n == 0 {
+		t.Error("the answer's lines do not show as written")
+	}
+}
+
+// escapeForCount is text as Slack's escapes lengthen it.
+func escapeForCount(s string) string {
+	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(s)
+}

@@ -1,0 +1,163 @@
+package daemon
+
+import (
+	"fmt"
+	"maps"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/latchd/latch/config"
+	"github.com/latchd/latch/gateways/slack/slacktest"
+)
+
+// TestE2ESlackStrangerFlood: 10,000 events that are not the owner's —
+// strangers' DMs (pairing guesses, commands, text), the owner's user id
+// from another workspace in the owner's own DM, a stranger mentioning the
+// bot in a channel (groups are off), another bot posting in the owner's
+// DM — get no reply and no Web API call at all, are each acknowledged,
+// and leave the daemon's memory and store bounded: no bucket of the store
+// grows by more than the owner's own few records, the file by less than
+// a record per event would take.
+func TestE2ESlackStrangerFlood(t *testing.T) {
+	const n = 10_000
+	e := newEnv(t)
+	fake := slackChild(e)
+	child := e.startChild()
+	dm := pairSlack(e, fake)
+	stopChild(t, child)
+	dbPath := config.DBPath(e.home)
+	keysBefore := storeKeys(t, dbPath)
+	sizeBefore := fileSize(t, dbPath)
+
+	child = e.startChild()
+	// The owner's message after the restart: the catch-up has run and the
+	// socket is up before the flood's calls are counted.
+	fake.SendDM(sAlice, "!echo before-flood")
+	waitSlack(t, fake, dm, "before-flood")
+	waitFor(t, func() bool { return fake.Unacked() == 0 })
+	calls := fake.Count("")
+	flood := func(from, to int) {
+		for i := from; i < to; i++ {
+			u := slacktest.User{ID: fmt.Sprintf("U1S%04d", i%1000)}
+			switch i % 5 {
+			case 0, 1:
+				fake.SendDM(u, []string{"/pair ABCD-2345", "!cat ~/.ssh/id_rsa"}[i%2])
+			case 2:
+				fake.SendDM(sFar, "!echo far")
+			case 3:
+				fake.Post(u, "C0GENERAL", "<@"+slacktest.BotUserID+"> !echo mention", true)
+			case 4:
+				fake.Event(map[string]any{"type": "message", "channel": dm, "user": "U0OTHERBOT", "bot_id": "B0OTHER",
+					"text": "!echo bot", "ts": fmt.Sprintf("1700000001.%06d", i), "channel_type": "im"})
+			}
+		}
+		// Generous: the race detector on a shared 2-core machine.
+		deadline := time.Now().Add(5 * time.Minute)
+		for fake.Unacked() > 0 {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d envelopes not acknowledged", fake.Unacked())
+			}
+			select {
+			case <-fake.Changed():
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}
+	// The first tenth warms up (every stranger seen once, buffers grown);
+	// the other nine tenths must not grow the anonymous memory by more
+	// than a record per event would.
+	flood(0, n/10)
+	warm := rssAnon(t, child.Process.Pid)
+	flood(n/10, n)
+	end := rssAnon(t, child.Process.Pid)
+	t.Logf("daemon RssAnon: %d KiB after %d events, %d KiB after %d", warm>>10, n/10, end>>10, n)
+	if grown := end - warm; grown > 4<<20 {
+		t.Errorf("the daemon's anonymous memory grew by %d KiB over %d stranger events", grown>>10, n-n/10)
+	}
+	if got := fake.Count(""); got != calls {
+		t.Errorf("the flood made %d Web API calls, want none", got-calls)
+	}
+	fake.SendDM(sAlice, "!echo still mine")
+	waitSlack(t, fake, dm, "still mine")
+	for _, ch := range []string{"C0GENERAL", slacktest.DM(slacktest.User{ID: "U1S0000"})} {
+		if got := fake.Sent(ch); len(got) != 0 {
+			t.Errorf("%d replies in %s", len(got), ch)
+		}
+	}
+	for _, m := range fake.Sent(dm) {
+		if strings.Contains(m.Shown(), "far") || strings.Contains(m.Shown(), "mention") || strings.Contains(m.Shown(), "$ echo bot") {
+			t.Errorf("a stranger's command ran: %q", m.Shown())
+		}
+	}
+	stopChild(t, child)
+	keysAfter := storeKeys(t, dbPath)
+	for bucket, after := range keysAfter {
+		if grown := after - keysBefore[bucket]; grown > 20 {
+			t.Errorf("bucket %s grew by %d keys under the flood", bucket, grown)
+		}
+	}
+	growth := fileSize(t, dbPath) - sizeBefore
+	t.Logf("%d stranger events grew the store by %d bytes; keys per bucket %v → %v", n, growth, keysBefore, keysAfter)
+	if growth > 1<<20 {
+		t.Errorf("the store grew by %d bytes under the flood", growth)
+	}
+}
+
+// stopChild stops a child daemon as the service manager would (SIGTERM)
+// and waits for it.
+func stopChild(t *testing.T, child *exec.Cmd) {
+	t.Helper()
+	if err := child.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	child.Wait()
+}
+
+// storeKeys counts the keys of each bucket of the store at path (nested
+// buckets by their path), read while no daemon runs.
+func storeKeys(t *testing.T, path string) map[string]int {
+	t.Helper()
+	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	out := map[string]int{}
+	var walk func(name string, b *bolt.Bucket)
+	walk = func(name string, b *bolt.Bucket) {
+		out[name] += 0
+		_ = b.ForEach(func(k, v []byte) error {
+			if v == nil {
+				walk(name+"/"+string(k), b.Bucket(k))
+			} else {
+				out[name]++
+			}
+			return nil
+		})
+	}
+	err = db.View(func(tx *bolt.Tx) error {
+		return tx.ForEach(func(name []byte, b *bolt.Bucket) error {
+			walk(string(name), b)
+			return nil
+		})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return maps.Clone(out)
+}
+
+func fileSize(t *testing.T, path string) int64 {
+	t.Helper()
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fi.Size()
+}
