@@ -3,6 +3,7 @@ package slack_test
 import (
 	"errors"
 	"os"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -50,7 +51,17 @@ func TestManifestGrantsTheScopes(t *testing.T) {
 			t.Errorf("the manifest does not grant %s", s)
 		}
 	}
-	for _, want := range []string{"socket_mode_enabled: true", "- message.im", "- app_mention", "command: /pair", "is_enabled: true"} {
+	// Slack refuses a "/name" typed in a message unless the app has the
+	// command: every one the Hub answers (its help, and the latch
+	// request's typed answers) must be in the manifest.
+	commands := regexp.MustCompile(`/[a-z]+`).FindAllString(gateways.HelpText, -1)
+	commands = append(commands, "/pair", "/approvelatch", "/denylatch")
+	for _, c := range commands {
+		if !strings.Contains(m, "command: "+c+"\n") {
+			t.Errorf("the manifest lacks the slash command %s", c)
+		}
+	}
+	for _, want := range []string{"socket_mode_enabled: true", "- message.im", "- app_mention", "is_enabled: true"} {
 		if !strings.Contains(m, want) {
 			t.Errorf("the manifest lacks %q", want)
 		}

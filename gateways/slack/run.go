@@ -107,6 +107,12 @@ func (g *Gateway) handle(ctx context.Context, sm *socketmode.Client, sink adapte
 		if evt.Request != nil {
 			reason = evt.Request.Reason
 		}
+		if reason == "link_disabled" {
+			// Reconnecting fails until the owner turns it back on.
+			g.log.Warn("Socket Mode was turned off for the app; turn it on under Settings → Socket Mode at https://api.slack.com/apps",
+				"reason", reason)
+			return
+		}
 		g.log.Info("slack asked to reconnect", "reason", reason)
 		return
 	}

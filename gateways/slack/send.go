@@ -27,6 +27,8 @@ const (
 	// maxActionID bounds a button's action_id, which carries its payload
 	// (https://api.slack.com/reference/block-kit/block-elements#button).
 	maxActionID = 255
+	// maxButtonText bounds a button's label (same source).
+	maxButtonText = 75
 	// maxRateWaits bounds the 429s one call waits out; maxRetryAfter caps
 	// one wait.
 	maxRateWaits  = 3
@@ -100,7 +102,7 @@ func buttonBlocks(text string, buttons []adapter.Button) []slack.Block {
 		if len(id) > maxActionID {
 			continue
 		}
-		els = append(els, slack.NewButtonBlockElement(id, b.Data, slack.NewTextBlockObject(slack.PlainTextType, turn.Clip(b.Label, 75), false, false)))
+		els = append(els, slack.NewButtonBlockElement(id, b.Data, slack.NewTextBlockObject(slack.PlainTextType, turn.Clip(b.Label, maxButtonText), false, false)))
 	}
 	blocks := []slack.Block{slack.NewSectionBlock(slack.NewTextBlockObject(slack.MarkdownType, text, false, false), nil, nil)}
 	if len(els) > 0 {
