@@ -15,8 +15,7 @@ import (
 // slackChild gives e's child daemons (startChild) a Slack gateway on a
 // fake in the test process.
 func slackChild(e *env) *slacktest.Server {
-	fake := slacktest.New(slackBot, slackApp)
-	e.t.Cleanup(fake.Close)
+	fake := newSlackFake(e)
 	e.childEnv = append(e.childEnv, config.EnvSlackAppToken+"="+slackApp, config.EnvSlackBotToken+"="+slackBot,
 		config.EnvSlackAPIURL+"="+fake.URL())
 	return fake

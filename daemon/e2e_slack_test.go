@@ -27,8 +27,7 @@ var (
 
 // withSlack adds a Slack gateway on a fake to e's daemons.
 func withSlack(e *env) *slacktest.Server {
-	fake := slacktest.New(slackBot, slackApp)
-	e.t.Cleanup(fake.Close)
+	fake := newSlackFake(e)
 	prev := e.tweak
 	e.tweak = func(c *config.Config) {
 		if prev != nil {
@@ -36,6 +35,19 @@ func withSlack(e *env) *slacktest.Server {
 		}
 		c.Slack.AppToken, c.Slack.BotToken, c.Slack.APIURL = slackApp, slackBot, fake.URL()
 	}
+	return fake
+}
+
+// newSlackFake is a Slack fake for e that, once the test is done, checks
+// that no Slack token reached the daemon's logs.
+func newSlackFake(e *env) *slacktest.Server {
+	fake := slacktest.New(slackBot, slackApp)
+	e.t.Cleanup(func() {
+		fake.Close()
+		if strings.Contains(e.logs.String(), "e2eSLACK") {
+			e.t.Error("a Slack token is in the logs")
+		}
+	})
 	return fake
 }
 
@@ -103,23 +115,13 @@ func TestE2ESlack(t *testing.T) {
 	if n != 1 {
 		t.Errorf("the message sent while down was answered %d times", n)
 	}
-	if strings.Contains(e.logs.String(), "e2eSLACK") {
-		t.Error("a Slack token is in the logs")
-	}
 }
 
 // TestE2ESlackApprovalButton: an agent turn over Slack whose tool call is
 // approved by pressing the button; a stranger's press does nothing, and
 // the request loses its buttons once answered.
 func TestE2ESlackApprovalButton(t *testing.T) {
-	e := newEnv(t)
-	model := withModel(e)
-	fake := withSlack(e)
-	e.start()
-	code := e.mintFor("slack")
-	dm := slacktest.DM(sAlice)
-	fake.SendDM(sAlice, "/pair "+code)
-	waitSlack(t, fake, dm, "Paired")
+	e, model, fake, dm := slackWithModel(t)
 	model.Script(
 		anthropictest.ToolUse("toolu_1", "bash", `{"command":"echo pressed > pressed.txt"}`),
 		anthropictest.Text("Done over Slack."),
@@ -129,7 +131,7 @@ func TestE2ESlackApprovalButton(t *testing.T) {
 	if !req.HasButtons() {
 		t.Fatalf("no buttons on %q", req.Shown())
 	}
-	approve := turn.Payload(turn.KindApprove, strings.TrimSpace(between(string(req.Blocks), `"value":"approve:`, `"`)))
+	approve := approvePayload(req)
 	fake.Press(sBob, dm, req.TS, approve)
 	fake.Press(sFar, dm, req.TS, approve)
 	// Once /status, sent after them, is answered, they have been handled
@@ -156,6 +158,22 @@ func TestE2ESlackApprovalButton(t *testing.T) {
 	if m.TS != req.TS || m.HasButtons() {
 		t.Errorf("after the press the request is %q with buttons %v", m.Shown(), m.HasButtons())
 	}
+}
+
+// slackWithModel starts a daemon with a model and a Slack gateway, sAlice
+// paired in her DM, which it returns.
+func slackWithModel(t *testing.T) (*env, *anthropictest.Server, *slacktest.Server, string) {
+	t.Helper()
+	e := newEnv(t)
+	model := withModel(e)
+	fake := withSlack(e)
+	e.start()
+	return e, model, fake, pairSlack(e, fake)
+}
+
+// approvePayload is the Approve button's payload on an approval request.
+func approvePayload(req slacktest.Message) string {
+	return turn.Payload(turn.KindApprove, strings.TrimSpace(between(string(req.Blocks), `"value":"approve:`, `"`)))
 }
 
 // between is the text of s after from and before to.

@@ -10,7 +10,6 @@ import (
 	"github.com/latchd/latch/agent/provider/anthropic/anthropictest"
 	"github.com/latchd/latch/gateways"
 	"github.com/latchd/latch/gateways/slack/slacktest"
-	"github.com/latchd/latch/turn"
 )
 
 // TestE2ESlackStreamedAnswer: an agent answer that streams arrives as one
@@ -19,11 +18,7 @@ import (
 // under a label that hides where it goes; the ⏳ reaction on the question
 // is taken back once the turn ends.
 func TestE2ESlackStreamedAnswer(t *testing.T) {
-	e := newEnv(t)
-	model := withModel(e)
-	fake := withSlack(e)
-	e.start()
-	dm := pairSlack(e, fake)
+	_, model, fake, dm := slackWithModel(t)
 	answer := "The disk is **42%** full <!channel> <!here> <@U0BOB>. " + strings.Repeat("All services run normally. ", 8) +
 		"See [the docs](https://evil.example/x) or <http://evil.example|slack.com>."
 	model.Script(anthropictest.Text(answer).Chunk(20).PauseAfter(2, 3*time.Second))
@@ -58,11 +53,7 @@ func TestE2ESlackStreamedAnswer(t *testing.T) {
 // over the cap is not fetched at all; a file the agent sends, once its
 // approval button is pressed, goes up by the external upload flow.
 func TestE2ESlackFilesBothWays(t *testing.T) {
-	e := newEnv(t)
-	model := withModel(e)
-	fake := withSlack(e)
-	e.start()
-	dm := pairSlack(e, fake)
+	e, model, fake, dm := slackWithModel(t)
 	content := []byte("%PDF-1.7\x00\x01binary\xffcontent")
 	model.Script(anthropictest.Text("Got your file."))
 	fake.SendDM(sAlice, "keep this", fake.AddFile("report.pdf", "application/pdf", content))
@@ -100,8 +91,7 @@ func TestE2ESlackFilesBothWays(t *testing.T) {
 	)
 	fake.SendDM(sAlice, "send me result.bin")
 	req := waitSlack(t, fake, dm, "send_file")
-	approve := turn.Payload(turn.KindApprove, strings.TrimSpace(between(string(req.Blocks), `"value":"approve:`, `"`)))
-	fake.Press(sAlice, dm, req.TS, approve)
+	fake.Press(sAlice, dm, req.TS, approvePayload(req))
 	waitSlack(t, fake, dm, "Sent it.")
 	var sent *slacktest.File
 	for _, m := range fake.Sent(dm) {
@@ -124,11 +114,7 @@ func TestE2ESlackFilesBothWays(t *testing.T) {
 // with invalid_blocks or msg_too_long): the request shortened, with its
 // buttons, the answer cut into messages, none lost, none pinging.
 func TestE2ESlackOversized(t *testing.T) {
-	e := newEnv(t)
-	model := withModel(e)
-	fake := withSlack(e)
-	e.start()
-	dm := pairSlack(e, fake)
+	_, model, fake, dm := slackWithModel(t)
 	answer := strings.Repeat("A line with a & b < c > d and <!channel> in it.\n", 700) + "END-MARK"
 	model.Script(
 		anthropictest.ToolUse("toolu_1", "bash", `{"command":"echo `+strings.Repeat("&<>", 2000)+` > /dev/null"}`),
@@ -139,8 +125,7 @@ func TestE2ESlackOversized(t *testing.T) {
 	if !req.HasButtons() {
 		t.Fatalf("the oversized request lost its buttons: %q", req.Shown())
 	}
-	approve := turn.Payload(turn.KindApprove, strings.TrimSpace(between(string(req.Blocks), `"value":"approve:`, `"`)))
-	fake.Press(sAlice, dm, req.TS, approve)
+	fake.Press(sAlice, dm, req.TS, approvePayload(req))
 	waitSlack(t, fake, dm, "END-MARK")
 	parts := 0
 	for _, m := range fake.Sent(dm) {

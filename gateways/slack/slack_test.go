@@ -205,9 +205,9 @@ func TestSocketFaults(t *testing.T) {
 	waitTexts(t, sink, "one", "two", "three", "four")
 }
 
-// TestRevokedAppToken: invalid_auth when reconnecting ends Run with
-// ErrUnauthorized.
-func TestRevokedAppToken(t *testing.T) {
+// started is a gateway Started on a fake of its own, not yet running.
+func started(t *testing.T) (*slacktest.Server, *slack.Gateway, context.Context) {
+	t.Helper()
 	srv := slacktest.New(botToken, appToken)
 	t.Cleanup(srv.Close)
 	g := newGateway(srv, botToken, nil)
@@ -215,6 +215,13 @@ func TestRevokedAppToken(t *testing.T) {
 	if err := g.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
+	return srv, g, ctx
+}
+
+// TestRevokedAppToken: invalid_auth when reconnecting ends Run with
+// ErrUnauthorized.
+func TestRevokedAppToken(t *testing.T) {
+	srv, g, ctx := started(t)
 	srv.RefuseSockets(true)
 	err := g.Run(ctx, &memSink{})
 	if !errors.Is(err, gateways.ErrUnauthorized) || strings.Contains(err.Error(), appToken) {
@@ -234,13 +241,7 @@ func TestRevokedAppToken(t *testing.T) {
 // notice) ends Run with ErrUnauthorized naming it; the send that saw it
 // fails, not as ErrRejected, so its reply stays in the outbox.
 func TestRevokedBotToken(t *testing.T) {
-	srv := slacktest.New(botToken, appToken)
-	t.Cleanup(srv.Close)
-	g := newGateway(srv, botToken, nil)
-	ctx := adaptertest.Context(t)
-	if err := g.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
+	srv, g, ctx := started(t)
 	done := make(chan error, 1)
 	go func() { done <- g.Run(ctx, &memSink{}) }()
 	adaptertest.Eventually(t, "the socket", func() bool { return srv.Sockets() == 1 })
