@@ -21,6 +21,14 @@ const (
 	historyLimit = 100
 )
 
+// maxEnvelope bounds one Socket Mode frame (slack-go reads any size by
+// default). Slack's largest are interactive payloads, which carry the
+// message pressed (at most 50 blocks of at most 3,000 characters,
+// https://api.slack.com/reference/block-kit/blocks) and come to some
+// hundreds of KB at the most; a frame over it drops the socket, which
+// reconnects, and its envelope is not acknowledged.
+const maxEnvelope = 1 << 20
+
 // inbound is one thing to hand to the Sink: a message, or nothing (an
 // event latch ignores), under its key in its chat.
 type inbound struct {
@@ -70,7 +78,7 @@ func (g *Gateway) Run(ctx context.Context, sink adapter.Sink) error {
 // runSocket runs one socketmode client (which reconnects by itself on
 // disconnect envelopes and dropped sockets) until it gives up.
 func (g *Gateway) runSocket(ctx context.Context, sink adapter.Sink, cur *cursor) error {
-	var opts []socketmode.Option
+	opts := []socketmode.Option{socketmode.OptionReadLimit(maxEnvelope)}
 	if g.cfg.PingInterval > 0 {
 		opts = append(opts, socketmode.OptionPingInterval(g.cfg.PingInterval))
 	}

@@ -183,8 +183,8 @@ func TestAckAfterIngest(t *testing.T) {
 	waitTexts(t, sink, "first", "lost if acknowledged", "kept", "after")
 }
 
-// TestSocketFaults: a malformed envelope, a disconnect envelope and a
-// dropped socket do not stop the gateway.
+// TestSocketFaults: a malformed envelope, an oversized frame, a
+// disconnect envelope and a dropped socket do not stop the gateway.
 func TestSocketFaults(t *testing.T) {
 	srv := slacktest.New(botToken, appToken)
 	t.Cleanup(srv.Close)
@@ -197,6 +197,13 @@ func TestSocketFaults(t *testing.T) {
 	srv.Raw(`{"type":"no_such_type","envelope_id":"x"}`)
 	srv.SendDM(owner, "two")
 	waitTexts(t, sink, "one", "two")
+	// A frame over the read limit is not read into memory: the socket
+	// drops and a new one opens.
+	opened := srv.Count("apps.connections.open")
+	srv.Raw(`{"type":"events_api","envelope_id":"huge","payload":"` + strings.Repeat("x", 2<<20) + `"}`)
+	adaptertest.Eventually(t, "a new socket after the oversized frame", func() bool {
+		return srv.Count("apps.connections.open") > opened
+	})
 	srv.Disconnect("refresh_requested")
 	srv.SendDM(owner, "three")
 	waitTexts(t, sink, "one", "two", "three")
