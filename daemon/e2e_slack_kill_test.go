@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -8,6 +9,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/latchd/latch/agent/provider/anthropic/anthropictest"
 	"github.com/latchd/latch/config"
 	"github.com/latchd/latch/gateways/slack/slacktest"
 )
@@ -64,4 +66,50 @@ func TestE2ESlackKill9MidCommand(t *testing.T) {
 	// Every envelope is acknowledged in the end, those the killed daemon
 	// had been sent too (the fake sends them again on the new socket).
 	waitFor(t, func() bool { return fake.Unacked() == 0 })
+}
+
+// TestE2ESlackKill9MidTurnResumes: SIGKILL while an agent's tool runs in a
+// turn asked over Slack. After the restart the turn resumes from its last
+// completed step in the same conversation: the tool call is not run
+// again, the model is told, and the owner is told once.
+func TestE2ESlackKill9MidTurnResumes(t *testing.T) {
+	e := newEnv(t)
+	model := anthropictest.New(modelKey)
+	t.Cleanup(model.Close)
+	cfgText := fmt.Sprintf("[agent]\nprovider = \"anthropic\"\nmodel = \"claude-test\"\nbase_url = %q\napi_key = %q\n\n[agent.permissions]\nbash = \"allow\"\n",
+		model.URL(), modelKey)
+	if err := os.WriteFile(filepath.Join(e.home, "config.toml"), []byte(cfgText), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fake := slackChild(e)
+	child := e.startChild()
+	dm := pairSlack(e, fake)
+	marker := filepath.Join(e.home, "workspace", "ran")
+	model.Script(anthropictest.ToolUse("toolu_1", "bash", `{"command":"echo $$ > pgid; echo x >> ran; sleep 30"}`))
+	fake.SendDM(sAlice, "run the long job")
+	waitFor(t, func() bool { b, _ := os.ReadFile(marker); return len(b) > 0 })
+	child.Process.Kill()
+	child.Wait()
+	if b, err := os.ReadFile(filepath.Join(e.home, "workspace", "pgid")); err == nil {
+		if pgid, _ := strconv.Atoi(strings.TrimSpace(string(b))); pgid > 1 {
+			syscall.Kill(-pgid, syscall.SIGKILL)
+		}
+	}
+
+	model.Script(anthropictest.Text("The job was cut by a restart. Shall I start it again?"))
+	e.startChild()
+	waitSlack(t, fake, dm, "continuing from the last completed step")
+	waitSlack(t, fake, dm, "Shall I start it again?")
+	if b, _ := os.ReadFile(marker); string(b) != "x\n" {
+		t.Errorf("marker = %q: the tool call ran again", b)
+	}
+	reqs := model.Requests()
+	if last := string(reqs[len(reqs)-1].Body); !strings.Contains(last, "interrupted by a restart") {
+		t.Errorf("the model was not told: %s", last)
+	}
+	for _, want := range []string{"continuing from the last completed step", "Shall I start it again?"} {
+		if n := countSlack(fake, dm, want); n != 1 {
+			t.Errorf("%q shows in %d messages, want 1", want, n)
+		}
+	}
 }
