@@ -3,6 +3,7 @@ package daemon
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -39,13 +40,7 @@ func TestE2ESlackKill9MidCommand(t *testing.T) {
 	pidfile := filepath.Join(e.home, "pgid")
 	fake.SendDM(sAlice, "!echo $$ > "+pidfile+"; echo x >> "+marker+"; sleep 30")
 	waitFor(t, func() bool { b, _ := os.ReadFile(marker); return len(b) > 0 })
-	child.Process.Kill()
-	child.Wait()
-	if b, err := os.ReadFile(pidfile); err == nil {
-		if pgid, _ := strconv.Atoi(strings.TrimSpace(string(b))); pgid > 1 {
-			syscall.Kill(-pgid, syscall.SIGKILL)
-		}
-	}
+	kill9(child, pidfile)
 	fake.SendDM(sAlice, "!echo queued-while-down")
 	fake.Post(sAlice, dm, "!echo history-while-down", false)
 
@@ -88,13 +83,7 @@ func TestE2ESlackKill9MidTurnResumes(t *testing.T) {
 	model.Script(anthropictest.ToolUse("toolu_1", "bash", `{"command":"echo $$ > pgid; echo x >> ran; sleep 30"}`))
 	fake.SendDM(sAlice, "run the long job")
 	waitFor(t, func() bool { b, _ := os.ReadFile(marker); return len(b) > 0 })
-	child.Process.Kill()
-	child.Wait()
-	if b, err := os.ReadFile(filepath.Join(e.home, "workspace", "pgid")); err == nil {
-		if pgid, _ := strconv.Atoi(strings.TrimSpace(string(b))); pgid > 1 {
-			syscall.Kill(-pgid, syscall.SIGKILL)
-		}
-	}
+	kill9(child, filepath.Join(e.home, "workspace", "pgid"))
 
 	model.Script(anthropictest.Text("The job was cut by a restart. Shall I start it again?"))
 	e.startChild()
@@ -110,6 +99,19 @@ func TestE2ESlackKill9MidTurnResumes(t *testing.T) {
 	for _, want := range []string{"continuing from the last completed step", "Shall I start it again?"} {
 		if n := countSlack(fake, dm, want); n != 1 {
 			t.Errorf("%q shows in %d messages, want 1", want, n)
+		}
+	}
+}
+
+// kill9 kills a child daemon with SIGKILL, and the command it left running
+// (its process group, whose id the command wrote to pgidFile) with it, so
+// the orphan does not finish on its own.
+func kill9(child *exec.Cmd, pgidFile string) {
+	child.Process.Kill()
+	child.Wait()
+	if b, err := os.ReadFile(pgidFile); err == nil {
+		if pgid, _ := strconv.Atoi(strings.TrimSpace(string(b))); pgid > 1 {
+			syscall.Kill(-pgid, syscall.SIGKILL)
 		}
 	}
 }
