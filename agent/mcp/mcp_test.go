@@ -16,12 +16,20 @@ import (
 	"time"
 
 	"github.com/latchd/latch/agent/mcp/mcptest"
+	"github.com/latchd/latch/agent/mcp/wire"
 	"github.com/latchd/latch/agent/tools"
 )
 
+// sidecarBin is the latch-mcp binary TestMain builds.
+var sidecarBin string
+
 func TestMain(m *testing.M) {
 	mcptest.Main()
-	os.Exit(m.Run())
+	var cleanup func()
+	sidecarBin, cleanup = mcptest.BuildSidecar()
+	code := m.Run()
+	cleanup()
+	os.Exit(code)
 }
 
 // syncBuffer is a log sink tests read while the manager writes.
@@ -62,6 +70,7 @@ func start(t *testing.T, opts Options) *fixture {
 	if opts.Dir == "" {
 		opts.Dir = t.TempDir()
 	}
+	opts.Sidecar = sidecarBin
 	m := New(opts)
 	m.Start(context.Background())
 	t.Cleanup(m.Close)
@@ -353,8 +362,8 @@ func TestStreamableHTTPHeaderNeverShows(t *testing.T) {
 }
 
 func TestNamespace(t *testing.T) {
-	list := []*mcpTool{
-		{Name: "read", InputSchema: map[string]any{"type": "object"}},
+	list := []wire.Tool{
+		{Name: "read", InputSchema: json.RawMessage(`{"type":"object"}`)},
 		{Name: "dup"}, {Name: "dup"},
 		{Name: "has space"},
 		{Name: strings.Repeat("n", 70)},

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -31,6 +32,27 @@ const (
 	// process hang started, "started" appended at every start.
 	EnvDir = "LATCH_TEST_MCP_DIR"
 )
+
+// BuildSidecar builds cmd/latch-mcp into a temporary directory (go
+// build's cache makes it quick after the first time) and returns its path
+// and what removes it. It exits the test binary if the build fails: every
+// MCP test needs the sidecar.
+func BuildSidecar() (path string, cleanup func()) {
+	dir, err := os.MkdirTemp("", "latch-mcp-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "mcptest:", err)
+		os.Exit(2)
+	}
+	path = filepath.Join(dir, "latch-mcp")
+	cmd := exec.Command("go", "build", "-o", path, "github.com/latchd/latch/cmd/latch-mcp")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "mcptest: go build ./cmd/latch-mcp: %v\n%s", err, out)
+		os.RemoveAll(dir)
+		os.Exit(2)
+	}
+	return path, func() { os.RemoveAll(dir) }
+}
 
 // Main serves over stdio and exits when EnvServer is set; otherwise it
 // returns. Call it first in TestMain.
