@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -63,6 +64,8 @@ type env struct {
 
 	// childEnv is added to a child daemon's environment (startChild).
 	childEnv []string
+	// sidecar is the daemons' MCPSidecar; "" for the one TestMain built.
+	sidecar string
 
 	mu     sync.Mutex
 	offset time.Duration
@@ -162,6 +165,7 @@ func (e *env) start() *running {
 	d.Clock = e.clock
 	d.StopNow = e.stopNow
 	d.GiveBackStartup = e.pageOut
+	d.MCPSidecar = cmp.Or(e.sidecar, testSidecar)
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &running{d: d, cancel: cancel, done: make(chan error, 1)}
 	go func() { r.done <- d.Run(ctx) }()
