@@ -73,14 +73,22 @@ func TestE2EMCPServerCannotMintOrUnpair(t *testing.T) {
 	withMCPServer(e, dir)
 	e.start()
 	e.pair()
+	wantRefused(t, e, dir, "the MCP server")
+}
+
+// wantRefused checks that the mint and the unpair who tried (writing
+// mint.out and unpair.out in dir) were refused, and that the latch is
+// kept with no code pending.
+func wantRefused(t *testing.T, e *env, dir, who string) {
+	t.Helper()
 	for _, op := range []string{"mint", "unpair"} {
 		got := readWhenThere(t, filepath.Join(dir, op+".out"))
 		if !strings.HasPrefix(got, "REFUSED") {
-			t.Errorf("%s from the MCP server's process: %q, want REFUSED", op, got)
+			t.Errorf("%s from %s's process: %q, want REFUSED", op, who, got)
 		}
 	}
 	if st := e.status(); st.Latch == nil || st.Pending != nil {
-		t.Errorf("after the MCP server's attempts: latch %+v, pending %+v; want the latch kept and no code", st.Latch, st.Pending)
+		t.Errorf("after %s's attempts: latch %+v, pending %+v; want the latch kept and no code", who, st.Latch, st.Pending)
 	}
 }
 
@@ -177,15 +185,7 @@ func TestE2EMCPSidecarCannotMintOrUnpair(t *testing.T) {
 	r := e.start()
 	e.pair()
 	waitMCPTools(t, r)
-	for _, op := range []string{"mint", "unpair"} {
-		got := readWhenThere(t, filepath.Join(dir, op+".out"))
-		if !strings.HasPrefix(got, "REFUSED") {
-			t.Errorf("%s from the MCP sidecar's process: %q, want REFUSED", op, got)
-		}
-	}
-	if st := e.status(); st.Latch == nil || st.Pending != nil {
-		t.Errorf("after the sidecar's attempts: latch %+v, pending %+v; want the latch kept and no code", st.Latch, st.Pending)
-	}
+	wantRefused(t, e, dir, "the MCP sidecar")
 }
 
 // TestE2EMCPSidecarMissing: MCP servers configured and no sidecar: the

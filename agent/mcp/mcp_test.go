@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -328,9 +329,39 @@ func TestCloseStopsEveryServerProcess(t *testing.T) {
 	f := start(t, Options{Servers: []Server{srv}})
 	f.waitRunning(t, "go", 0)
 	pid := f.m.servers[0].current().proc.Pid()
+	sidecar := f.m.SidecarPid()
 	f.m.Close()
 	if alive(pid) {
 		t.Errorf("server %d runs after Close", pid)
+	}
+	if sidecar == 0 || alive(sidecar) {
+		t.Errorf("sidecar %d runs after Close (0: none was running)", sidecar)
+	}
+}
+
+// TestSidecarDiesAndIsStartedAgain: when the sidecar dies, its sessions
+// end, the daemon kills their server processes whole and starts them
+// again with a new sidecar, and the status says why they went down.
+func TestSidecarDiesAndIsStartedAgain(t *testing.T) {
+	srv, _ := goServer(t, "go", "1")
+	f := start(t, Options{Servers: []Server{srv}})
+	f.waitRunning(t, "go", 0)
+	first, server := f.m.SidecarPid(), f.m.servers[0].current().proc.Pid()
+	if err := syscall.Kill(first, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	st := f.waitRunning(t, "go", 1)
+	if !strings.Contains(st.Err, "MCP sidecar exited") {
+		t.Errorf("status after the sidecar died: %+v; want it named as the cause", st)
+	}
+	if second := f.m.SidecarPid(); second == 0 || second == first {
+		t.Errorf("sidecar pid %d after %d died; want a new one", second, first)
+	}
+	if alive(server) {
+		t.Errorf("the server process %d of the dead sidecar's session still runs", server)
+	}
+	if got, err := f.call(t, t.Context(), "go__echo", `{"text":"again"}`); err != nil || !strings.Contains(got, "again") {
+		t.Errorf("echo after the restart = %q, %v", got, err)
 	}
 }
 

@@ -34,13 +34,18 @@ func DefaultSidecar() string {
 }
 
 // CheckSidecar says whether path is an executable file, and if not how
-// to build it.
+// to build it (SidecarFix).
 func CheckSidecar(path string) error {
 	fi, err := os.Stat(path)
 	if err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
 		return nil
 	}
-	return fmt.Errorf("%w at %s: MCP servers need it; build it beside latch: CGO_ENABLED=0 go build -trimpath -ldflags=\"-s -w\" -o %s ./cmd/latch-mcp", ErrNoSidecar, path, filepath.Dir(path))
+	return fmt.Errorf("%w at %s: MCP servers need it; %s", ErrNoSidecar, path, SidecarFix(path))
+}
+
+// SidecarFix is what builds the sidecar at path, from latch's source tree.
+func SidecarFix(path string) string {
+	return fmt.Sprintf("build it beside latch, in latch's source tree: CGO_ENABLED=0 go build -trimpath -ldflags=\"-s -w\" -o %s ./cmd/latch-mcp", filepath.Dir(path))
 }
 
 // sidecar keeps one sidecar process (cmd/latch-mcp) running while
@@ -219,39 +224,45 @@ func (p *sidecarProc) read() {
 
 func (p *sidecarProc) dispatch(r wire.Reply) {
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	if r.ID != 0 {
 		if ch := p.pending[r.ID]; ch != nil {
 			delete(p.pending, r.ID)
 			ch <- r
 		}
+		p.mu.Unlock()
 		return
 	}
 	s := p.sessions[r.Conn]
+	if s != nil && r.Event == wire.EventEnded {
+		delete(p.sessions, r.Conn)
+	}
+	p.mu.Unlock()
 	if s == nil {
 		return
 	}
 	switch r.Event {
 	case wire.EventEnded:
-		delete(p.sessions, r.Conn)
 		err := errors.New("the connection ended")
 		if r.Err != "" {
 			err = fmt.Errorf("the connection ended: %s", r.Err)
 		}
-		go s.end(err)
+		s.end(err)
 	case wire.EventTools:
-		go s.onTools(r.Tools)
+		s.onTools(r.Tools)
 	}
 }
 
 // send writes req (after the pipes of a stdio dial) and returns where its
-// reply will come.
+// reply will come; a cancel has none.
 func (p *sidecarProc) send(req wire.Request, pipes ...*os.File) (uint64, chan wire.Reply, error) {
 	p.mu.Lock()
 	p.nextID++
 	req.ID = p.nextID
-	ch := make(chan wire.Reply, 1)
-	p.pending[req.ID] = ch
+	var ch chan wire.Reply
+	if req.Op != wire.OpCancel {
+		ch = make(chan wire.Reply, 1)
+		p.pending[req.ID] = ch
+	}
 	p.mu.Unlock()
 	p.wmu.Lock()
 	defer p.wmu.Unlock()

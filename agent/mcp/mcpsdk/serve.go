@@ -172,7 +172,9 @@ func (s *sidecar) dial(ctx context.Context, req wire.Request, files []*os.File) 
 		s.send(wire.Reply{ID: req.ID, Err: fmt.Sprintf("start: %v", err)})
 		return
 	}
+	s.mu.Lock()
 	sess.cs = cs
+	s.mu.Unlock()
 	list, err := listTools(startCtx, cs)
 	if err != nil {
 		s.endSession(sess)
@@ -213,10 +215,13 @@ func listTools(ctx context.Context, cs *sdk.ClientSession) ([]wire.Tool, error) 
 func (s *sidecar) relist(ctx context.Context, conn uint64, srv *wire.Server, sess *session) {
 	ctx, cancel := context.WithTimeout(ctx, srv.Timeout)
 	defer cancel()
-	if sess.cs == nil {
+	s.mu.Lock()
+	cs := sess.cs
+	s.mu.Unlock()
+	if cs == nil {
 		return // the notification came before the session was set up
 	}
-	list, err := listTools(ctx, sess.cs)
+	list, err := listTools(ctx, cs)
 	if err != nil {
 		return // the daemon keeps the old list; a dead session is reported as ended
 	}
