@@ -27,9 +27,9 @@ const childEnv = "LATCH_TEST_DAEMON_CHILD"
 // TestE2ESecretsNotInTheDaemonsEnviron.
 const noHardenEnv = "LATCH_TEST_NO_HARDEN"
 
-// testSidecar is the latch-mcp binary TestMain builds for the daemons
-// the tests run.
-var testSidecar string
+// testSidecar is the latch-mcp binary of the daemons that have MCP
+// servers.
+var testSidecar mcptest.Sidecar
 
 func TestMain(m *testing.M) {
 	// A client first: one a child daemon's command starts inherits
@@ -41,10 +41,8 @@ func TestMain(m *testing.M) {
 		os.Exit(runChild())
 	}
 	mcptest.Main() // the MCP server of e2e_mcp_test.go
-	var cleanup func()
-	testSidecar, cleanup = mcptest.BuildSidecar()
 	code := m.Run()
-	cleanup()
+	testSidecar.Remove()
 	os.Exit(code)
 }
 

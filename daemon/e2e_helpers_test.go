@@ -2,7 +2,6 @@ package daemon
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -159,13 +158,17 @@ type running struct {
 func (e *env) start() *running {
 	e.t.Helper()
 	log := slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	d := New(e.config(), log, "test")
+	cfg := e.config()
+	d := New(cfg, log, "test")
 	d.Now = e.now
 	d.ShutdownGrace = e.grace
 	d.Clock = e.clock
 	d.StopNow = e.stopNow
 	d.GiveBackStartup = e.pageOut
-	d.MCPSidecar = cmp.Or(e.sidecar, testSidecar)
+	d.MCPSidecar = e.sidecar
+	if d.MCPSidecar == "" && len(cfg.MCP.Servers) > 0 {
+		d.MCPSidecar = testSidecar.MustPath(e.t)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &running{d: d, cancel: cancel, done: make(chan error, 1)}
 	go func() { r.done <- d.Run(ctx) }()

@@ -177,7 +177,7 @@ func TestE2EMCPSidecarCannotMintOrUnpair(t *testing.T) {
 		script += fmt.Sprintf("%s=%s %s=%q %q < /dev/null > %q 2>&1; mv %q %q\n", operatorClientEnv, op, config.EnvHome, e.home,
 			os.Args[0], filepath.Join(dir, op+".tmp"), filepath.Join(dir, op+".tmp"), filepath.Join(dir, op+".out"))
 	}
-	script += fmt.Sprintf("exec %q\n", testSidecar)
+	script += fmt.Sprintf("exec %q\n", testSidecar.MustPath(t))
 	if err := os.WriteFile(e.sidecar, []byte(script), 0o700); err != nil {
 		t.Fatal(err)
 	}

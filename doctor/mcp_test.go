@@ -9,15 +9,13 @@ import (
 	"github.com/latchd/latch/agent/mcp/mcptest"
 )
 
-// testSidecar is the latch-mcp binary TestMain builds.
-var testSidecar string
+// testSidecar is the latch-mcp binary TestMCP runs.
+var testSidecar mcptest.Sidecar
 
 func TestMain(m *testing.M) {
 	mcptest.Main() // the MCP server TestMCP starts
-	var cleanup func()
-	testSidecar, cleanup = mcptest.BuildSidecar()
 	code := m.Run()
-	cleanup()
+	testSidecar.Remove()
 	os.Exit(code)
 }
 
@@ -35,7 +33,7 @@ tools = ["echo", "huge"]
 name = "broken"
 command = "false"
 `)
-	f.sidecar = testSidecar
+	f.sidecar = testSidecar.MustPath(t)
 	rep := f.run(t)
 	wantCheck(t, rep, "mcp", Warn, []string{"go (stdio): 2 tools (go__echo, go__huge)", "broken (stdio): does not start"}, []string{"[[mcp.servers]]"})
 	if d := check(t, rep, "mcp").Detail; strings.Contains(d, "go__env") {

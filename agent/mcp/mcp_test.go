@@ -21,15 +21,13 @@ import (
 	"github.com/latchd/latch/agent/tools"
 )
 
-// sidecarBin is the latch-mcp binary TestMain builds.
-var sidecarBin string
+// sidecarBin is the latch-mcp binary the tests run.
+var sidecarBin mcptest.Sidecar
 
 func TestMain(m *testing.M) {
 	mcptest.Main()
-	var cleanup func()
-	sidecarBin, cleanup = mcptest.BuildSidecar()
 	code := m.Run()
-	cleanup()
+	sidecarBin.Remove()
 	os.Exit(code)
 }
 
@@ -71,7 +69,7 @@ func start(t *testing.T, opts Options) *fixture {
 	if opts.Dir == "" {
 		opts.Dir = t.TempDir()
 	}
-	opts.Sidecar = sidecarBin
+	opts.Sidecar = sidecarBin.MustPath(t)
 	m := New(opts)
 	m.Start(context.Background())
 	t.Cleanup(m.Close)

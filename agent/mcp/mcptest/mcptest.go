@@ -16,7 +16,9 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
+	"testing"
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -33,25 +35,49 @@ const (
 	EnvDir = "LATCH_TEST_MCP_DIR"
 )
 
-// BuildSidecar builds cmd/latch-mcp into a temporary directory (go
-// build's cache makes it quick after the first time) and returns its path
-// and what removes it. It exits the test binary if the build fails: every
-// MCP test needs the sidecar.
-func BuildSidecar() (path string, cleanup func()) {
-	dir, err := os.MkdirTemp("", "latch-mcp-")
+// Sidecar is the latch-mcp binary (cmd/latch-mcp) a test binary builds,
+// once, the first time a test asks for it (go build's cache makes that
+// quick after the first time): not in TestMain, which also runs when a
+// test re-executes its binary as a server or a client, maybe outside the
+// module. The zero value is ready; Remove it after m.Run.
+type Sidecar struct {
+	once sync.Once
+	dir  string
+	path string
+	err  error
+}
+
+// Path builds the sidecar if it is not built yet and returns its path.
+func (s *Sidecar) Path() (string, error) {
+	s.once.Do(func() {
+		if s.dir, s.err = os.MkdirTemp("", "latch-mcp-"); s.err != nil {
+			return
+		}
+		s.path = filepath.Join(s.dir, "latch-mcp")
+		cmd := exec.Command("go", "build", "-o", s.path, "github.com/latchd/latch/cmd/latch-mcp")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			s.err = fmt.Errorf("go build ./cmd/latch-mcp: %w\n%s", err, out)
+		}
+	})
+	return s.path, s.err
+}
+
+// MustPath is Path, failing t when the build fails.
+func (s *Sidecar) MustPath(t testing.TB) string {
+	t.Helper()
+	path, err := s.Path()
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "mcptest:", err)
-		os.Exit(2)
+		t.Fatal(err)
 	}
-	path = filepath.Join(dir, "latch-mcp")
-	cmd := exec.Command("go", "build", "-o", path, "github.com/latchd/latch/cmd/latch-mcp")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "mcptest: go build ./cmd/latch-mcp: %v\n%s", err, out)
-		os.RemoveAll(dir)
-		os.Exit(2)
+	return path
+}
+
+// Remove removes the built binary, if any.
+func (s *Sidecar) Remove() {
+	if s.dir != "" {
+		os.RemoveAll(s.dir)
 	}
-	return path, func() { os.RemoveAll(dir) }
 }
 
 // Main serves over stdio and exits when EnvServer is set; otherwise it
