@@ -536,7 +536,8 @@ func exists(path string) bool {
 
 // warnMissingSidecar says, when MCP servers are enabled, that the service
 // will offer none of their tools unless latch-mcp sits beside exe: the
-// daemon looks for it there.
+// daemon looks for it beside the binary it runs, symlinks resolved
+// (os.Executable).
 func warnMissingSidecar(errOut io.Writer, cfg *config.Config, exe string) {
 	n := 0
 	for _, s := range cfg.MCP.Servers {
@@ -546,6 +547,9 @@ func warnMissingSidecar(errOut io.Writer, cfg *config.Config, exe string) {
 	}
 	if n == 0 {
 		return
+	}
+	if real, err := filepath.EvalSymlinks(exe); err == nil {
+		exe = real
 	}
 	if err := mcp.CheckSidecar(filepath.Join(filepath.Dir(exe), mcp.SidecarName)); err != nil {
 		fmt.Fprintf(errOut, "latch: warning: %d MCP server(s) are configured, but %v\n", n, err)
