@@ -167,6 +167,24 @@ func TestMinimalEnvironment(t *testing.T) {
 			t.Errorf("the server's environment lacks %q:\n%s", want, got)
 		}
 	}
+	// The sidecar gets the minimal environment too, without the server's
+	// env, and makes itself non-dumpable: its /proc files become root's.
+	proc := "/proc/" + strconv.Itoa(f.m.SidecarPid())
+	if fi, err := os.Stat(proc + "/environ"); err != nil || fi.Sys().(*syscall.Stat_t).Uid != 0 {
+		t.Errorf("the sidecar's %s/environ: %v, %v; want it root's (non-dumpable)", proc, fi, err)
+	}
+	if os.Geteuid() != 0 {
+		return // only root reads a non-dumpable process's environ
+	}
+	b, err := os.ReadFile(proc + "/environ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, leaked := range []string{"telegram-token-value", "sk-ant-secret-value", "LATCH_HOME", "sk-openai-value", "ghp_ownerstoken", "PASSED"} {
+		if bytes.Contains(b, []byte(leaked)) {
+			t.Errorf("the sidecar's environment holds %q", leaked)
+		}
+	}
 }
 
 // alive reports whether pid names a live (not zombie) process.
