@@ -15,16 +15,21 @@ import (
 	"github.com/latchd/latch/agent/provider/anthropic/anthropictest"
 )
 
+// mcpSidecar is the latch-mcp binary the tests run.
+var mcpSidecar mcptest.Sidecar
+
 func TestMain(m *testing.M) {
 	mcptest.Main() // this test binary is also the MCP server the tests run
-	os.Exit(m.Run())
+	code := m.Run()
+	mcpSidecar.Remove()
+	os.Exit(code)
 }
 
 // withMCP adds the Go test server as MCP server "go" to the fixture's
 // toolbox, running until the test ends; dir gets the server's notes.
 func withMCP(t *testing.T, perm string, perms map[string]string) (tweak func(*Config), dir string) {
 	dir = t.TempDir()
-	m := mcp.New(mcp.Options{Dir: t.TempDir(), Permissions: perms, Servers: []mcp.Server{{
+	m := mcp.New(mcp.Options{Dir: t.TempDir(), Permissions: perms, Sidecar: mcpSidecar.MustPath(t), Servers: []mcp.Server{{
 		Name: "go", Command: os.Args[0], Timeout: 20 * time.Second, Permission: perm,
 		Env: map[string]string{mcptest.EnvServer: "1", mcptest.EnvDir: dir},
 	}}})

@@ -27,6 +27,10 @@ const childEnv = "LATCH_TEST_DAEMON_CHILD"
 // TestE2ESecretsNotInTheDaemonsEnviron.
 const noHardenEnv = "LATCH_TEST_NO_HARDEN"
 
+// testSidecar is the latch-mcp binary of the daemons that have MCP
+// servers.
+var testSidecar mcptest.Sidecar
+
 func TestMain(m *testing.M) {
 	// A client first: one a child daemon's command starts inherits
 	// childEnv.
@@ -37,7 +41,9 @@ func TestMain(m *testing.M) {
 		os.Exit(runChild())
 	}
 	mcptest.Main() // the MCP server of e2e_mcp_test.go
-	os.Exit(m.Run())
+	code := m.Run()
+	testSidecar.Remove()
+	os.Exit(code)
 }
 
 // runChild is a whole daemon in its own process, configured from the

@@ -64,6 +64,9 @@ type Daemon struct {
 	// once the daemon is ready (giveBackStartup). latch run sets it; an
 	// in-process test leaves it off, as its binary is the test's.
 	GiveBackStartup bool
+	// MCPSidecar is the latch-mcp binary that speaks MCP for the daemon
+	// (agent/mcp); "" means next to the running binary. Tests set it.
+	MCPSidecar string
 
 	ready     chan struct{}
 	readyOnce sync.Once
@@ -183,7 +186,10 @@ func (d *Daemon) Run(ctx context.Context) error {
 		d.Log.Warn("removing the part files of cut-short downloads from the inbox", logkey.Err, err)
 	}
 	// Stopped in serve, before the reaper, which waits for them.
-	d.mcp = mcp.New(MCPOptions(d.Config, d.reaper, d.cgroups, d.Log.With("part", "mcp")))
+	mcpOpts := MCPOptions(d.Config, d.reaper, d.cgroups, d.Log.With("part", "mcp"))
+	mcpOpts.Sidecar = d.MCPSidecar
+	d.mcp = mcp.New(mcpOpts)
+	checkSidecar(d.mcp, mcpOpts, d.Log)
 	d.mcp.Start(context.WithoutCancel(ctx))
 	defer d.mcp.Close() // a failed start; serve has closed it otherwise
 	d.sched = d.newScheduler(db)

@@ -63,6 +63,8 @@ type env struct {
 
 	// childEnv is added to a child daemon's environment (startChild).
 	childEnv []string
+	// sidecar is the daemons' MCPSidecar; "" for the one TestMain built.
+	sidecar string
 
 	mu     sync.Mutex
 	offset time.Duration
@@ -156,12 +158,17 @@ type running struct {
 func (e *env) start() *running {
 	e.t.Helper()
 	log := slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	d := New(e.config(), log, "test")
+	cfg := e.config()
+	d := New(cfg, log, "test")
 	d.Now = e.now
 	d.ShutdownGrace = e.grace
 	d.Clock = e.clock
 	d.StopNow = e.stopNow
 	d.GiveBackStartup = e.pageOut
+	d.MCPSidecar = e.sidecar
+	if d.MCPSidecar == "" && len(cfg.MCP.Servers) > 0 {
+		d.MCPSidecar = testSidecar.MustPath(e.t)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &running{d: d, cancel: cancel, done: make(chan error, 1)}
 	go func() { r.done <- d.Run(ctx) }()

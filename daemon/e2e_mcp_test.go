@@ -73,14 +73,22 @@ func TestE2EMCPServerCannotMintOrUnpair(t *testing.T) {
 	withMCPServer(e, dir)
 	e.start()
 	e.pair()
+	wantRefused(t, e, dir, "the MCP server")
+}
+
+// wantRefused checks that the mint and the unpair who tried (writing
+// mint.out and unpair.out in dir) were refused, and that the latch is
+// kept with no code pending.
+func wantRefused(t *testing.T, e *env, dir, who string) {
+	t.Helper()
 	for _, op := range []string{"mint", "unpair"} {
 		got := readWhenThere(t, filepath.Join(dir, op+".out"))
 		if !strings.HasPrefix(got, "REFUSED") {
-			t.Errorf("%s from the MCP server's process: %q, want REFUSED", op, got)
+			t.Errorf("%s from %s's process: %q, want REFUSED", op, who, got)
 		}
 	}
 	if st := e.status(); st.Latch == nil || st.Pending != nil {
-		t.Errorf("after the MCP server's attempts: latch %+v, pending %+v; want the latch kept and no code", st.Latch, st.Pending)
+		t.Errorf("after %s's attempts: latch %+v, pending %+v; want the latch kept and no code", who, st.Latch, st.Pending)
 	}
 }
 
@@ -154,4 +162,56 @@ func TestE2EMCPHeaderFromFileNeverShows(t *testing.T) {
 			t.Errorf("the header's value shows in %s", what)
 		}
 	}
+}
+
+// TestE2EMCPSidecarCannotMintOrUnpair: the MCP sidecar is the daemon's
+// child too, so the ancestry check refuses it a pairing code and an
+// unpair. The sidecar here is a script that first tries both, as the
+// sidecar's own process, then runs the real one, whose tools must work.
+func TestE2EMCPSidecarCannotMintOrUnpair(t *testing.T) {
+	e := newEnv(t)
+	dir := t.TempDir()
+	e.sidecar = filepath.Join(dir, "latch-mcp")
+	script := "#!/bin/sh\n"
+	for _, op := range []string{"mint", "unpair"} {
+		script += fmt.Sprintf("%s=%s %s=%q %q < /dev/null > %q 2>&1; mv %q %q\n", operatorClientEnv, op, config.EnvHome, e.home,
+			os.Args[0], filepath.Join(dir, op+".tmp"), filepath.Join(dir, op+".tmp"), filepath.Join(dir, op+".out"))
+	}
+	script += fmt.Sprintf("exec %q\n", testSidecar.MustPath(t))
+	if err := os.WriteFile(e.sidecar, []byte(script), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	withMCPServer(e, t.TempDir())
+	r := e.start()
+	e.pair()
+	waitMCPTools(t, r)
+	wantRefused(t, e, dir, "the MCP sidecar")
+}
+
+// TestE2EMCPSidecarMissing: MCP servers configured and no sidecar: the
+// log, /status and latch status say so with the command that builds it,
+// rather than the tools silently missing.
+func TestE2EMCPSidecarMissing(t *testing.T) {
+	e := newEnv(t)
+	e.sidecar = filepath.Join(t.TempDir(), "latch-mcp")
+	withMCPServer(e, t.TempDir())
+	e.start()
+	e.pair()
+	const want = "go build -trimpath"
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		st, err := e.client().Status(t.Context())
+		if err == nil && len(st.MCP) == 1 && strings.Contains(st.MCP[0], "MCP sidecar is missing") && strings.Contains(st.MCP[0], want) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("latch status MCP = %q, %v; want the missing sidecar and %q", st.MCP, err, want)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if logs := e.logs.String(); !strings.Contains(logs, "MCP sidecar is missing") {
+		t.Errorf("the log does not say the sidecar is missing:\n%s", logs)
+	}
+	e.say(owner, "/status")
+	e.waitReply(owner.ID, "MCP sidecar is missing")
 }

@@ -1,11 +1,13 @@
 package daemon
 
 import (
+	"cmp"
 	"log/slog"
 
 	"github.com/latchd/latch/agent/mcp"
 	"github.com/latchd/latch/agent/tools"
 	"github.com/latchd/latch/config"
+	"github.com/latchd/latch/logkey"
 )
 
 // MCPOptions turns [mcp] into the MCP client's options: the enabled
@@ -30,4 +32,16 @@ func MCPServer(s config.MCPServer) mcp.Server {
 	return mcp.Server{Name: s.Name, Command: s.Command, Args: s.Args, Env: s.Env, URL: s.URL,
 		Headers: s.Headers, Timeout: s.Timeout, Tools: s.Tools, Permission: s.Permission,
 		RestartOnNew: s.RestartOnNew}
+}
+
+// checkSidecar says at once, in the log, when MCP servers are configured
+// and the sidecar that speaks MCP is missing; each server's status says
+// it too, with the build command that fixes it.
+func checkSidecar(m *mcp.Manager, opts mcp.Options, log *slog.Logger) {
+	if m == nil {
+		return
+	}
+	if err := mcp.CheckSidecar(cmp.Or(opts.Sidecar, mcp.DefaultSidecar())); err != nil {
+		log.Error("MCP servers are configured but their tools are not available", logkey.Err, err)
+	}
 }

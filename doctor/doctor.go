@@ -79,6 +79,9 @@ type Doctor struct {
 	// Timeout bounds each check that talks to the network, the daemon or
 	// systemd; zero means DefaultTimeout.
 	Timeout time.Duration
+	// MCPSidecar is the latch-mcp binary that probes the MCP servers; ""
+	// means next to the running binary (mcp.DefaultSidecar).
+	MCPSidecar string
 }
 
 // run is the state one Run shares between its checks: later checks build

@@ -74,6 +74,7 @@ type fixture struct {
 	sys      *fakeSystem
 	userUnit string
 	sysUnit  string
+	sidecar  string // Doctor.MCPSidecar
 }
 
 func newFixture(t *testing.T, configTOML string) *fixture {
@@ -97,10 +98,11 @@ func newFixture(t *testing.T, configTOML string) *fixture {
 
 func (f *fixture) doctor() *Doctor {
 	return &Doctor{
-		Home:   f.home,
-		Getenv: f.env.get,
-		Runner: f.sys.run,
-		Now:    func() time.Time { return epoch },
+		Home:       f.home,
+		Getenv:     f.env.get,
+		Runner:     f.sys.run,
+		Now:        func() time.Time { return epoch },
+		MCPSidecar: f.sidecar,
 		UnitPath: func(system bool) (string, error) {
 			if system {
 				return f.sysUnit, nil

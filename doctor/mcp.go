@@ -1,6 +1,7 @@
 package doctor
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"strings"
@@ -11,8 +12,9 @@ import (
 	"github.com/latchd/latch/daemon"
 )
 
-// checkMCP starts each configured MCP server once, lists its tools and
-// stops it again; it also reports what the running daemon says of them
+// checkMCP starts each configured MCP server once through the sidecar,
+// lists its tools and stops it again (a missing sidecar fails, with the
+// command that builds it); it also reports what the running daemon says of them
 // (crashes, restarts).
 func (r *run) checkMCP(ctx context.Context) Check {
 	if r.cfg == nil {
@@ -24,6 +26,12 @@ func (r *run) checkMCP(ctx context.Context) Check {
 	var parts []string
 	failed := false
 	opts := daemon.MCPOptions(r.cfg, nil, nil, nil)
+	opts.Sidecar = cmp.Or(r.d.MCPSidecar, mcp.DefaultSidecar())
+	if len(opts.Servers) > 0 {
+		if err := mcp.CheckSidecar(opts.Sidecar); err != nil {
+			return fail(fmt.Sprintf("the MCP sidecar %s is missing at %s: no MCP server's tools are offered", mcp.SidecarName, opts.Sidecar), mcp.SidecarFix(opts.Sidecar))
+		}
+	}
 	for _, st := range mcp.Probe(ctx, opts) {
 		if st.State != "running" {
 			failed = true

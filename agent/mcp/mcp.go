@@ -3,10 +3,15 @@
 // owns, streamable-HTTP servers as sessions), offers their tools to the
 // agent under namespaced names (server__tool) and runs the calls the model
 // makes, with a timeout, a size cap and credentials scrubbed from what
-// comes back. It is built on the official go-sdk's client.
+// comes back.
 //
-// Nothing here runs unless a server is configured: New with no servers
-// returns nil, and a nil *Manager offers no tools.
+// It does not link the MCP SDK: the protocol is spoken by a sidecar
+// process (cmd/latch-mcp, built on the official go-sdk in agent/mcp/mcpsdk)
+// that the Manager starts with the first server and talks to over
+// agent/mcp/wire. The daemon still starts, owns and kills the stdio
+// servers; the sidecar only gets their pipes. Nothing here runs unless a
+// server is configured: New with no servers returns nil, and a nil
+// *Manager offers no tools.
 package mcp
 
 import (
@@ -21,6 +26,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/latchd/latch/agent/mcp/wire"
 	"github.com/latchd/latch/agent/provider"
 	"github.com/latchd/latch/agent/tools"
 	"github.com/latchd/latch/logkey"
@@ -33,10 +39,6 @@ const Separator = "__"
 // MaxResult caps the text of one call's result handed to the model and the
 // chat: 64 KiB, like a bash command's output; the head is kept.
 const MaxResult = 64 << 10
-
-// maxFrame bounds one message a server sends (8 MiB): a bigger one ends
-// the connection, and the server is restarted.
-const maxFrame = 8 << 20
 
 // toolNameRe is what both Anthropic and OpenAI accept as a tool name.
 var toolNameRe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`) })
@@ -75,6 +77,9 @@ type Options struct {
 	// Environ is the daemon's environment, from which the minimal one is
 	// taken; nil means os.Environ.
 	Environ []string
+	// Sidecar is the path of the latch-mcp binary; "" means
+	// DefaultSidecar.
+	Sidecar string
 }
 
 // Manager runs the servers and their tools.
@@ -83,6 +88,7 @@ type Manager struct {
 	log     *slog.Logger
 	secrets []string
 	servers []*server
+	sidecar *sidecar
 
 	wg     sync.WaitGroup
 	cancel context.CancelFunc
@@ -94,6 +100,7 @@ func New(opts Options) *Manager {
 		return nil
 	}
 	m := &Manager{opts: opts, log: opts.Log}
+	m.sidecar = &sidecar{m: m}
 	if m.log == nil {
 		m.log = slog.New(slog.DiscardHandler)
 	}
@@ -126,14 +133,23 @@ func (m *Manager) Start(ctx context.Context) {
 	}
 }
 
-// Close stops every server, each with every process it started, and
-// waits for them.
+// Close stops every server, each with every process it started, waits
+// for them, then stops the sidecar.
 func (m *Manager) Close() {
 	if m == nil || m.cancel == nil {
 		return
 	}
 	m.cancel()
 	m.wg.Wait()
+	m.sidecar.close()
+}
+
+// SidecarPid is the running sidecar's process id; 0 for none.
+func (m *Manager) SidecarPid() int {
+	if m == nil {
+		return 0
+	}
+	return m.sidecar.pid()
 }
 
 // Reset restarts the servers configured with restart_on_new, when the
@@ -223,7 +239,7 @@ func (m *Manager) Call(ctx context.Context, name string, input json.RawMessage) 
 	start := time.Now()
 	callCtx, cancel := context.WithTimeoutCause(ctx, s.cfg.Timeout, errTimeout)
 	defer cancel()
-	res, err := c.session.CallTool(callCtx, &callParams{Name: tool, Arguments: input})
+	res, err := c.session.call(callCtx, tool, input)
 	log := m.log.With("mcp_server", s.cfg.Name, "tool", tool, "duration", time.Since(start).Round(time.Millisecond))
 	switch {
 	case ctx.Err() != nil:
@@ -241,7 +257,7 @@ func (m *Manager) Call(ctx context.Context, name string, input json.RawMessage) 
 		log.Warn("mcp call failed", logkey.Err, m.scrub(err.Error()))
 		return "", errors.New(m.scrub(fmt.Sprintf("MCP server %s: %v", s.cfg.Name, err)))
 	}
-	text := m.render(res)
+	text := capText(m.scrub(res.Text))
 	log.Info("mcp call", "is_error", res.IsError, "bytes", len(text))
 	if res.IsError {
 		return "", errors.New(text)
@@ -301,7 +317,7 @@ func (m *Manager) Statuses() []Status {
 // and says which tools it leaves out: not in the allowlist, a name the
 // providers refuse, or a name listed twice (neither is offered, rather
 // than one silently standing for the other).
-func namespace(server string, allow []string, list []*mcpTool) (offered []provider.Tool, raw map[string]bool, skipped []string) {
+func namespace(server string, allow []string, list []wire.Tool) (offered []provider.Tool, raw map[string]bool, skipped []string) {
 	count := map[string]int{}
 	for _, t := range list {
 		count[t.Name]++
@@ -343,17 +359,24 @@ func describe(server, desc string) string {
 	return d
 }
 
-// objectSchema returns the tool's input schema as JSON, or an open object
-// schema where the server gave none or something else.
-func objectSchema(s any) json.RawMessage {
-	b, err := json.Marshal(s)
+// objectSchema returns the tool's input schema, or an open object schema
+// where the server gave none or something else.
+func objectSchema(s json.RawMessage) json.RawMessage {
 	var probe struct {
 		Type string `json:"type"`
 	}
-	if err != nil || json.Unmarshal(b, &probe) != nil || probe.Type != "object" {
+	if json.Unmarshal(s, &probe) != nil || probe.Type != "object" {
 		return json.RawMessage(`{"type":"object"}`)
 	}
-	return b
+	return s
+}
+
+// capText keeps the first MaxResult bytes of s and says what it left out.
+func capText(s string) string {
+	if len(s) <= MaxResult {
+		return s
+	}
+	return tools.CutText(s, MaxResult) + fmt.Sprintf("\n[result cut: showing the first %d of %d bytes; latch caps an MCP result at 64 KiB]", MaxResult, len(s))
 }
 
 func oneLine(s string, n int) string {
@@ -381,6 +404,7 @@ func Probe(ctx context.Context, opts Options) []Status {
 	if m == nil {
 		return nil
 	}
+	defer m.sidecar.close()
 	out := make([]Status, 0, len(m.servers))
 	for _, s := range m.servers {
 		c, err := s.connect(ctx)

@@ -12,16 +12,23 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/latchd/latch/agent/mcp/mcptest"
+	"github.com/latchd/latch/agent/mcp/wire"
 	"github.com/latchd/latch/agent/tools"
 )
 
+// sidecarBin is the latch-mcp binary the tests run.
+var sidecarBin mcptest.Sidecar
+
 func TestMain(m *testing.M) {
 	mcptest.Main()
-	os.Exit(m.Run())
+	code := m.Run()
+	sidecarBin.Remove()
+	os.Exit(code)
 }
 
 // syncBuffer is a log sink tests read while the manager writes.
@@ -62,6 +69,7 @@ func start(t *testing.T, opts Options) *fixture {
 	if opts.Dir == "" {
 		opts.Dir = t.TempDir()
 	}
+	opts.Sidecar = sidecarBin.MustPath(t)
 	m := New(opts)
 	m.Start(context.Background())
 	t.Cleanup(m.Close)
@@ -157,6 +165,24 @@ func TestMinimalEnvironment(t *testing.T) {
 	for _, want := range []string{"PASSED=explicitly", "HOME=/home/test", "PATH="} {
 		if !strings.Contains(got, want) {
 			t.Errorf("the server's environment lacks %q:\n%s", want, got)
+		}
+	}
+	// The sidecar gets the minimal environment too, without the server's
+	// env, and makes itself non-dumpable: its /proc files become root's.
+	proc := "/proc/" + strconv.Itoa(f.m.SidecarPid())
+	if fi, err := os.Stat(proc + "/environ"); err != nil || fi.Sys().(*syscall.Stat_t).Uid != 0 {
+		t.Errorf("the sidecar's %s/environ: %v, %v; want it root's (non-dumpable)", proc, fi, err)
+	}
+	if os.Geteuid() != 0 {
+		return // only root reads a non-dumpable process's environ
+	}
+	b, err := os.ReadFile(proc + "/environ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, leaked := range []string{"telegram-token-value", "sk-ant-secret-value", "LATCH_HOME", "sk-openai-value", "ghp_ownerstoken", "PASSED"} {
+		if bytes.Contains(b, []byte(leaked)) {
+			t.Errorf("the sidecar's environment holds %q", leaked)
 		}
 	}
 }
@@ -319,9 +345,39 @@ func TestCloseStopsEveryServerProcess(t *testing.T) {
 	f := start(t, Options{Servers: []Server{srv}})
 	f.waitRunning(t, "go", 0)
 	pid := f.m.servers[0].current().proc.Pid()
+	sidecar := f.m.SidecarPid()
 	f.m.Close()
 	if alive(pid) {
 		t.Errorf("server %d runs after Close", pid)
+	}
+	if sidecar == 0 || alive(sidecar) {
+		t.Errorf("sidecar %d runs after Close (0: none was running)", sidecar)
+	}
+}
+
+// TestSidecarDiesAndIsStartedAgain: when the sidecar dies, its sessions
+// end, the daemon kills their server processes whole and starts them
+// again with a new sidecar, and the status says why they went down.
+func TestSidecarDiesAndIsStartedAgain(t *testing.T) {
+	srv, _ := goServer(t, "go", "1")
+	f := start(t, Options{Servers: []Server{srv}})
+	f.waitRunning(t, "go", 0)
+	first, server := f.m.SidecarPid(), f.m.servers[0].current().proc.Pid()
+	if err := syscall.Kill(first, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	st := f.waitRunning(t, "go", 1)
+	if !strings.Contains(st.Err, "MCP sidecar exited") {
+		t.Errorf("status after the sidecar died: %+v; want it named as the cause", st)
+	}
+	if second := f.m.SidecarPid(); second == 0 || second == first {
+		t.Errorf("sidecar pid %d after %d died; want a new one", second, first)
+	}
+	if alive(server) {
+		t.Errorf("the server process %d of the dead sidecar's session still runs", server)
+	}
+	if got, err := f.call(t, t.Context(), "go__echo", `{"text":"again"}`); err != nil || !strings.Contains(got, "again") {
+		t.Errorf("echo after the restart = %q, %v", got, err)
 	}
 }
 
@@ -353,8 +409,8 @@ func TestStreamableHTTPHeaderNeverShows(t *testing.T) {
 }
 
 func TestNamespace(t *testing.T) {
-	list := []*mcpTool{
-		{Name: "read", InputSchema: map[string]any{"type": "object"}},
+	list := []wire.Tool{
+		{Name: "read", InputSchema: json.RawMessage(`{"type":"object"}`)},
 		{Name: "dup"}, {Name: "dup"},
 		{Name: "has space"},
 		{Name: strings.Repeat("n", 70)},

@@ -4,22 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"os/exec"
 	"slices"
 	"sync"
 	"time"
 
-	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
-
+	"github.com/latchd/latch/agent/mcp/wire"
 	"github.com/latchd/latch/agent/provider"
 	"github.com/latchd/latch/agent/tools"
 	"github.com/latchd/latch/logkey"
-)
-
-type (
-	callParams = sdk.CallToolParams
-	mcpTool    = sdk.Tool
 )
 
 // Restart back-off: the first retry after a second, doubling up to five
@@ -51,13 +44,11 @@ type server struct {
 	why      string // why a restart was asked for (not a failure)
 }
 
-// conn is one running session with the server.
+// conn is one running session with the server, in the sidecar.
 type conn struct {
-	session *sdk.ClientSession
+	session *session
 	proc    *tools.Process // stdio only
 	stderr  *tools.StderrTail
-	ended   chan struct{} // closed when the session has ended
-	relists sync.WaitGroup
 }
 
 func (s *server) run(ctx context.Context) {
@@ -68,7 +59,7 @@ func (s *server) run(ctx context.Context) {
 		if err == nil {
 			up := time.Now()
 			select {
-			case <-c.ended:
+			case <-c.session.ended:
 			case <-ctx.Done():
 			}
 			err = s.down(c)
@@ -103,11 +94,11 @@ func (s *server) run(ctx context.Context) {
 	}
 }
 
-// connect starts the server (or reaches it), initialises the session and
-// lists its tools, all within the server's timeout.
+// connect starts the server (a stdio server's process is the daemon's;
+// the sidecar gets its pipes), initialises the session and lists its
+// tools, all within the server's timeout.
 func (s *server) connect(ctx context.Context) (*conn, error) {
-	c := &conn{ended: make(chan struct{})}
-	var transport sdk.Transport
+	c := &conn{}
 	if s.cfg.Command != "" {
 		path, err := exec.LookPath(s.cfg.Command)
 		if err != nil {
@@ -122,40 +113,18 @@ func (s *server) connect(ctx context.Context) (*conn, error) {
 			return nil, err
 		}
 		c.proc = p
-		transport = &sdk.IOTransport{Reader: p.Stdout(), Writer: p.Stdin(), MaxLineLength: maxFrame}
-	} else {
-		transport = &sdk.StreamableClientTransport{
-			Endpoint:             s.cfg.URL,
-			HTTPClient:           &http.Client{Transport: headerTransport{headers: s.cfg.Headers}},
-			DisableStandaloneSSE: true,
-			MaxRetries:           -1,
-			MaxEventSize:         maxFrame,
-		}
 	}
-	startCtx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
+	// The sidecar keeps the timeout itself; this one is for a sidecar
+	// that does not answer.
+	startCtx, cancel := context.WithTimeout(ctx, s.cfg.Timeout+stopGrace)
 	defer cancel()
-	client := sdk.NewClient(&sdk.Implementation{Name: "latch", Version: "1"}, &sdk.ClientOptions{
-		Capabilities: &sdk.ClientCapabilities{},
-		// Not from the SDK's goroutine, which the listing's answer needs;
-		// stop waits for it.
-		ToolListChangedHandler: func(context.Context, *sdk.ToolListChangedRequest) { c.relists.Go(func() { s.relist(c) }) },
-	})
-	session, err := client.Connect(startCtx, transport, nil)
+	session, err := s.m.sidecar.dial(startCtx, s.cfg, c.proc, func(list []wire.Tool) { s.relisted(c, list) })
 	if err != nil {
 		c.stop()
 		return nil, s.explain(c, fmt.Errorf("start: %w", err))
 	}
 	c.session = session
-	go func() {
-		_ = session.Wait()
-		close(c.ended)
-	}()
-	list, err := listTools(startCtx, session)
-	if err != nil {
-		c.stop()
-		return nil, s.explain(c, err)
-	}
-	offered, raw, skipped := namespace(s.cfg.Name, s.cfg.Tools, list)
+	offered, raw, skipped := namespace(s.cfg.Name, s.cfg.Tools, session.tools)
 	s.mu.Lock()
 	s.conn, s.state, s.tools, s.raw, s.skipped = c, "running", offered, raw, skipped
 	s.mu.Unlock()
@@ -163,26 +132,8 @@ func (s *server) connect(ctx context.Context) (*conn, error) {
 	return c, nil
 }
 
-func listTools(ctx context.Context, session *sdk.ClientSession) ([]*mcpTool, error) {
-	var list []*mcpTool
-	for t, err := range session.Tools(ctx, nil) {
-		if err != nil {
-			return nil, fmt.Errorf("list tools: %w", err)
-		}
-		list = append(list, t)
-	}
-	return list, nil
-}
-
-// relist reads c's tools again: the server said its list changed.
-func (s *server) relist(c *conn) {
-	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.Timeout)
-	defer cancel()
-	list, err := listTools(ctx, c.session)
-	if err != nil {
-		s.m.log.Warn("MCP server's changed tool list could not be read", "mcp_server", s.cfg.Name, logkey.Err, s.m.scrub(err.Error()))
-		return
-	}
+// relisted takes c's new tool list: the server said it changed.
+func (s *server) relisted(c *conn, list []wire.Tool) {
 	offered, raw, skipped := namespace(s.cfg.Name, s.cfg.Tools, list)
 	s.mu.Lock()
 	if s.conn == c {
@@ -212,8 +163,8 @@ func (s *server) down(c *conn) error {
 	s.mu.Unlock()
 	var err error
 	select {
-	case <-c.ended:
-		err = errors.New("the connection ended")
+	case <-c.session.ended:
+		err = c.session.err
 		if c.proc != nil {
 			select {
 			case <-c.proc.Done():
@@ -233,21 +184,13 @@ func (s *server) down(c *conn) error {
 	return nil
 }
 
-// stop closes the session and kills the process whole: closing stdin
-// first, as the protocol asks, then everything after stopGrace.
+// stop closes the session (the sidecar closes its copies of the pipes)
+// and kills the process whole: closing stdin first, as the protocol asks,
+// then everything after stopGrace.
 func (c *conn) stop() {
 	if c.session != nil {
-		done := make(chan struct{})
-		go func() {
-			_ = c.session.Close()
-			close(done)
-		}()
-		select {
-		case <-done:
-		case <-time.After(stopGrace):
-		}
+		c.session.close()
 	}
-	defer c.relists.Wait() // a closed session ends their listing
 	if c.proc != nil {
 		c.proc.Stdin().Close()
 		select {
@@ -280,7 +223,7 @@ func (s *server) requestRestart(why string) {
 	c := s.conn
 	s.mu.Unlock()
 	if c != nil && c.session != nil {
-		go c.session.Close() // ends the session, which the supervisor sees
+		c.session.end(errors.New("closed")) // the supervisor sees it and stops c
 	}
 	select {
 	case s.restart <- struct{}{}:
@@ -360,19 +303,6 @@ func (s *server) status() Status {
 		st.State = "starting"
 	}
 	return st
-}
-
-// headerTransport adds the configured headers to every request.
-type headerTransport struct {
-	headers map[string]string
-}
-
-func (h headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	req = req.Clone(req.Context())
-	for k, v := range h.headers {
-		req.Header.Set(k, v)
-	}
-	return http.DefaultTransport.RoundTrip(req)
 }
 
 // minimalEnv is what a stdio server's environment holds (see

@@ -21,6 +21,8 @@ type ProcessOptions struct {
 	// own.
 	Reaper  *Reaper
 	Cgroups *Cgroups
+	// ExtraFiles are passed on as descriptors 3, 4, … (exec.Cmd's).
+	ExtraFiles []*os.File
 }
 
 // Process is a long-running child latch owns, such as an MCP server: it is
@@ -68,6 +70,7 @@ func StartProcess(opts ProcessOptions, path string, args ...string) (*Process, e
 	// caller's reads and writes touch them.
 	cmd.Stdin, cmd.Stdout = inR, outW
 	cmd.Stderr = opts.Stderr
+	cmd.ExtraFiles = opts.ExtraFiles
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if group != nil {
 		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, group.fd

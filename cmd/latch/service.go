@@ -19,6 +19,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/latchd/latch/agent/mcp"
 	"github.com/latchd/latch/config"
 	"github.com/latchd/latch/service"
 )
@@ -120,6 +121,7 @@ func runServiceInstall(cmd *cobra.Command, deps serviceDeps, fl installFlags) er
 	var grace time.Duration
 	if cfg, err := config.Load(home); err == nil {
 		grace = cfg.Agent.ShutdownGrace
+		warnMissingSidecar(errOut, cfg, exe)
 	}
 	unit, err := service.Unit(service.UnitOptions{
 		ExecPath: exe, Home: home, SearchPath: searchPath, System: fl.system, User: fl.userName, Harden: fl.harden,
@@ -530,4 +532,26 @@ func serviceHome(system bool, name string) (string, error) {
 func exists(path string) bool {
 	_, err := os.Lstat(path)
 	return err == nil
+}
+
+// warnMissingSidecar says, when MCP servers are enabled, that the service
+// will offer none of their tools unless latch-mcp sits beside exe: the
+// daemon looks for it beside the binary it runs, symlinks resolved
+// (os.Executable).
+func warnMissingSidecar(errOut io.Writer, cfg *config.Config, exe string) {
+	n := 0
+	for _, s := range cfg.MCP.Servers {
+		if s.Enabled {
+			n++
+		}
+	}
+	if n == 0 {
+		return
+	}
+	if real, err := filepath.EvalSymlinks(exe); err == nil {
+		exe = real
+	}
+	if err := mcp.CheckSidecar(filepath.Join(filepath.Dir(exe), mcp.SidecarName)); err != nil {
+		fmt.Fprintf(errOut, "latch: warning: %d MCP server(s) are configured, but %v\n", n, err)
+	}
 }

@@ -656,3 +656,25 @@ func TestServiceInstallTakesTheShutdownGrace(t *testing.T) {
 		t.Errorf("the unit does not give systemd the 2m grace plus its margin:\n%s", out)
 	}
 }
+
+// TestServiceInstallWarnsOfAMissingSidecar: with MCP servers configured,
+// install says when latch-mcp is not beside the binary the unit runs, and
+// how to build it; beside it, it says nothing.
+func TestServiceInstallWarnsOfAMissingSidecar(t *testing.T) {
+	serviceTestHome(t, "[[mcp.servers]]\nname = \"notes\"\ncommand = \"true\"\n")
+	dir := t.TempDir()
+	exe := filepath.Join(dir, "latch")
+	_, errOut, err := serviceCLI(t, &fakeMachine{}, exe, "service", "install", "--print")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "-o " + dir + " ./cmd/latch-mcp"; !strings.Contains(errOut, "MCP sidecar is missing") || !strings.Contains(errOut, want) {
+		t.Errorf("install's warnings %q lack the missing sidecar and %q", errOut, want)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "latch-mcp"), []byte("#!/bin/sh\n"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if _, errOut, _ := serviceCLI(t, &fakeMachine{}, exe, "service", "install", "--print"); strings.Contains(errOut, "sidecar") {
+		t.Errorf("install warns with the sidecar beside the binary: %q", errOut)
+	}
+}

@@ -12,10 +12,13 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
+	"testing"
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -31,6 +34,51 @@ const (
 	// process hang started, "started" appended at every start.
 	EnvDir = "LATCH_TEST_MCP_DIR"
 )
+
+// Sidecar is the latch-mcp binary (cmd/latch-mcp) a test binary builds,
+// once, the first time a test asks for it (go build's cache makes that
+// quick after the first time): not in TestMain, which also runs when a
+// test re-executes its binary as a server or a client, maybe outside the
+// module. The zero value is ready; Remove it after m.Run.
+type Sidecar struct {
+	once sync.Once
+	dir  string
+	path string
+	err  error
+}
+
+// Path builds the sidecar if it is not built yet and returns its path.
+func (s *Sidecar) Path() (string, error) {
+	s.once.Do(func() {
+		if s.dir, s.err = os.MkdirTemp("", "latch-mcp-"); s.err != nil {
+			return
+		}
+		s.path = filepath.Join(s.dir, "latch-mcp")
+		cmd := exec.Command("go", "build", "-o", s.path, "github.com/latchd/latch/cmd/latch-mcp")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			s.err = fmt.Errorf("go build ./cmd/latch-mcp: %w\n%s", err, out)
+		}
+	})
+	return s.path, s.err
+}
+
+// MustPath is Path, failing t when the build fails.
+func (s *Sidecar) MustPath(t testing.TB) string {
+	t.Helper()
+	path, err := s.Path()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// Remove removes the built binary, if any.
+func (s *Sidecar) Remove() {
+	if s.dir != "" {
+		os.RemoveAll(s.dir)
+	}
+}
 
 // Main serves over stdio and exits when EnvServer is set; otherwise it
 // returns. Call it first in TestMain.

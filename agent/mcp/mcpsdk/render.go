@@ -1,4 +1,4 @@
-package mcp
+package mcpsdk
 
 import (
 	"encoding/json"
@@ -14,9 +14,9 @@ import (
 // text as it is; an image, audio or binary resource described (type and
 // size: latch's providers take tool results as text), an embedded text
 // resource with its URI, a link as its URI; structured content as JSON
-// when nothing else came. The text is scrubbed of the credentials latch
-// knows and of credential-looking lines, then capped at MaxResult.
-func (m *Manager) render(res *sdk.CallToolResult) string {
+// when nothing else came. The daemon scrubs it of credentials and caps it
+// (agent/mcp), not the sidecar, which knows none of latch's secrets.
+func render(res *sdk.CallToolResult) string {
 	var b strings.Builder
 	for _, c := range res.Content {
 		if b.Len() > 0 {
@@ -58,13 +58,14 @@ func (m *Manager) render(res *sdk.CallToolResult) string {
 			b.Write(js)
 		}
 	}
-	return capText(m.scrub(strings.ToValidUTF8(b.String(), "\uFFFD")))
+	return strings.ToValidUTF8(b.String(), "\uFFFD")
 }
 
-// capText keeps the first MaxResult bytes of s and says what it left out.
-func capText(s string) string {
-	if len(s) <= MaxResult {
-		return s
+// oneLine is s on one line, cut to n bytes.
+func oneLine(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > n {
+		return tools.CutText(s, n) + "…"
 	}
-	return tools.CutText(s, MaxResult) + fmt.Sprintf("\n[result cut: showing the first %d of %d bytes; latch caps an MCP result at 64 KiB]", MaxResult, len(s))
+	return s
 }

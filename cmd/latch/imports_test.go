@@ -1,0 +1,32 @@
+package main
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// TestDaemonDoesNotLinkTheMCPSDK: the MCP SDK costs the daemon idle
+// memory whether or not a server is configured (its package inits), so
+// only the sidecar (cmd/latch-mcp) links it; latch reaches it through
+// agent/mcp/wire. This fails as soon as anything in latch's import graph
+// pulls the SDK in again.
+func TestDaemonDoesNotLinkTheMCPSDK(t *testing.T) {
+	deps := func(pkg string) string {
+		out, err := exec.Command("go", "list", "-deps", pkg).Output()
+		if err != nil {
+			t.Fatalf("go list -deps %s: %v", pkg, err)
+		}
+		return string(out)
+	}
+	const sdk = "github.com/modelcontextprotocol/go-sdk"
+	for _, line := range strings.Split(deps("github.com/latchd/latch/cmd/latch"), "\n") {
+		if strings.HasPrefix(line, sdk) {
+			t.Errorf("cmd/latch depends on %s: the MCP SDK belongs in the sidecar only", line)
+		}
+	}
+	// The check itself works: the sidecar does link it.
+	if !strings.Contains(deps("github.com/latchd/latch/cmd/latch-mcp"), sdk+"/mcp\n") {
+		t.Fatal("cmd/latch-mcp does not depend on the SDK: the check is broken")
+	}
+}
