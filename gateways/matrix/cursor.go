@@ -16,9 +16,9 @@ const maxSeen = 256
 // room with its user (the Hub's latch is the authority; this lets the
 // gateway decline invites from anyone else).
 type cursor struct {
-	Batch string      `json:"b,omitempty"`
+	Batch string       `json:"b,omitempty"`
 	Seen  []id.EventID `json:"s,omitempty"`
-	Owner owner       `json:"o,omitzero"`
+	Owner owner        `json:"o,omitzero"`
 }
 
 // owner is the latched room and the user in it, as far as the gateway

@@ -132,4 +132,3 @@ func msgTypeOf(mime string) event.MessageType {
 	}
 	return event.MsgFile
 }
-
