@@ -304,10 +304,15 @@ func (g *Gateway) AnswerCallback(ctx context.Context, chat string, cb adapter.Ca
 	return err
 }
 
-// typing shows "typing…" in a room for a while.
+// typing shows "typing…" in a room for a while. It is tried once: a
+// homeserver rate-limits typing (Dendrite does) and a missed one only
+// shows less.
 func (g *Gateway) typing(ctx context.Context, rid id.RoomID, on bool) error {
-	return g.call(ctx, func(ctx context.Context) error {
-		_, err := g.cli.UserTyping(ctx, rid, on, typingFor)
-		return err
-	})
+	ctx, cancel := context.WithTimeout(ctx, g.cfg.RequestTimeout)
+	defer cancel()
+	_, err := g.cli.UserTyping(ctx, rid, on, typingFor)
+	if _, limited := rateLimited(err); limited {
+		return nil
+	}
+	return g.classify(err)
 }
