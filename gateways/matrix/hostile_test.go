@@ -177,3 +177,28 @@ func TestInviteFlood(t *testing.T) {
 		t.Errorf("%d messages sent during the flood", n)
 	}
 }
+
+// TestDenseMarkupFitsAnEvent: text that escapes to several times its
+// length (HTML entities, then JSON's \u003c) is cut so that every event,
+// an edit of it included, stays under Matrix's 64 KiB.
+func TestDenseMarkupFitsAnEvent(t *testing.T) {
+	srv := matrixtest.New(token)
+	t.Cleanup(srv.Close)
+	srv.Room(dm, matrixtest.Bot, owner)
+	g := newTestGateway(srv, false)
+	running(t, g, &sink{})
+	text := strings.Repeat("<&> **b** ", 20000)
+	if _, err := g.Send(t.Context(), dm, adapter.Reply{Text: text, Markdown: true}); err != nil {
+		t.Fatal(err)
+	}
+	calls := srv.Calls("send")
+	if len(calls) < 2 {
+		t.Fatalf("%d events for %d bytes of dense markup", len(calls), len(text))
+	}
+	for _, c := range calls {
+		// The edit of it carries it twice; Megolm adds a third.
+		if n := len(c.Body) * 2 * 4 / 3; n > 64<<10 {
+			t.Errorf("an event whose edit, encrypted, would take %d bytes", n)
+		}
+	}
+}
