@@ -153,6 +153,8 @@ func New(cfg Config, log *slog.Logger) *Gateway {
 	return g
 }
 
+const errNoHomeserver = "matrix: [matrix] homeserver is not set (the client-server API's URL, e.g. https://matrix.example.org)"
+
 // Name is "matrix".
 func (g *Gateway) Name() string { return "matrix" }
 
@@ -160,6 +162,10 @@ func (g *Gateway) Name() string { return "matrix" }
 // with a Vault sets up end-to-end encryption: the account's keys are
 // created and stored before they are uploaded.
 func (g *Gateway) Start(ctx context.Context) error {
+	if g.cfg.Homeserver == "" {
+		// Restarting cannot help: a configuration error (exit 78).
+		return errors.Join(adapter.ErrUnauthorized, errors.New(errNoHomeserver))
+	}
 	if g.cli == nil {
 		return errors.New(g.lastErr)
 	}
