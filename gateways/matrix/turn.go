@@ -188,14 +188,6 @@ const answerTries = 3
 // persist makes fn up to answerTries times while it fails transiently
 // (call has waited out 429s already; ErrRejected would only fail again).
 func (g *Gateway) persist(ctx context.Context, fn func() error) error {
-	bo := retry.Backoff{Min: g.cfg.MinBackoff, Max: g.cfg.MaxBackoff}
-	for try := 1; ; try++ {
-		err := fn()
-		if err == nil || try == answerTries || ctx.Err() != nil || errors.Is(err, adapter.ErrRejected) {
-			return err
-		}
-		if !retry.Sleep(ctx, bo.Next()) {
-			return err
-		}
-	}
+	return retry.Tries(ctx, retry.Backoff{Min: g.cfg.MinBackoff, Max: g.cfg.MaxBackoff}, answerTries,
+		func(err error) bool { return errors.Is(err, adapter.ErrRejected) }, fn)
 }

@@ -231,14 +231,6 @@ const answerTries = 3
 // After a timeout Slack may have posted the message all the same, which
 // then shows twice: a missing part of an answer is the worse outcome.
 func (g *Gateway) persist(ctx context.Context, fn func() error) error {
-	bo := retry.Backoff{Min: g.cfg.MinBackoff, Max: g.cfg.MaxBackoff}
-	for try := 1; ; try++ {
-		err := fn()
-		if err == nil || try == answerTries || ctx.Err() != nil || errors.Is(err, adapter.ErrRejected) {
-			return err
-		}
-		if !retry.Sleep(ctx, bo.Next()) {
-			return err
-		}
-	}
+	return retry.Tries(ctx, retry.Backoff{Min: g.cfg.MinBackoff, Max: g.cfg.MaxBackoff}, answerTries,
+		func(err error) bool { return errors.Is(err, adapter.ErrRejected) }, fn)
 }

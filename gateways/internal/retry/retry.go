@@ -80,3 +80,19 @@ func Until(ctx context.Context, b Backoff, log *slog.Logger, what string, fn fun
 		}
 	}
 }
+
+// Tries calls fn up to n times while it fails, ctx lasts and final(err)
+// is false, waiting b's back-off between tries; it returns fn's last
+// error. The adapters send a part of an answer that must not go missing
+// this way (final: the platform refused it, sending again cannot help).
+func Tries(ctx context.Context, b Backoff, n int, final func(error) bool, fn func() error) error {
+	for try := 1; ; try++ {
+		err := fn()
+		if err == nil || try >= n || ctx.Err() != nil || final(err) {
+			return err
+		}
+		if !Sleep(ctx, b.Next()) {
+			return err
+		}
+	}
+}
