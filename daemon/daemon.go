@@ -396,7 +396,11 @@ func (d *Daemon) buildGateways() []gateways.Gateway {
 	var gws []gateways.Gateway
 	for _, p := range Platforms {
 		if p.Settings(d.Config).Enabled() {
-			gws = append(gws, p.New(d.Config, d.Log.With(logkey.Gateway, p.Name)))
+			g := p.New(d.Config, d.Log.With(logkey.Gateway, p.Name))
+			if u, ok := g.(gateways.VaultUser); ok {
+				u.UseVault(vault{d.db})
+			}
+			gws = append(gws, g)
 		}
 	}
 	return gws
