@@ -184,8 +184,21 @@ func (e rejectedError) Error() string   { return e.err.Error() }
 func (e rejectedError) Unwrap() []error { return []error{ErrRejected, e.err} }
 
 // ErrUnauthorized is wrapped by Gateway.Start when the platform rejects the
-// credentials: retrying cannot help, so the daemon stops with a clear error.
+// credentials: retrying cannot help, so the daemon stops with a clear error
+// (exit 78). Misconfigured wraps it for the other errors restarting cannot
+// fix, with their own text.
 var ErrUnauthorized = errors.New("the platform rejected the bot token")
+
+// Misconfigured marks err as a configuration error of the gateway's (a
+// setting missing, keys the platform holds for another install): the
+// daemon stops on it as on ErrUnauthorized, and its text is err's alone,
+// not ErrUnauthorized's, which would name the wrong fix.
+func Misconfigured(err error) error { return misconfiguredError{err} }
+
+type misconfiguredError struct{ err error }
+
+func (e misconfiguredError) Error() string   { return e.err.Error() }
+func (e misconfiguredError) Unwrap() []error { return []error{ErrUnauthorized, e.err} }
 
 // Vault is durable storage of a gateway's own, apart from the cursor: the
 // Matrix gateway keeps its end-to-end encryption state there (the

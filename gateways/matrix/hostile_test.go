@@ -202,3 +202,31 @@ func TestDenseMarkupFitsAnEvent(t *testing.T) {
 		}
 	}
 }
+
+// TestConfigErrorsSayTheirFix: a missing homeserver and device keys the
+// homeserver holds for another install stop the daemon (ErrUnauthorized,
+// exit 78), and the error's first line is the real fault, not a rejected
+// bot token.
+func TestConfigErrorsSayTheirFix(t *testing.T) {
+	srv := matrixtest.New(token)
+	t.Cleanup(srv.Close)
+	check := func(what string, err error, want string) {
+		t.Helper()
+		first, _, _ := strings.Cut(fmt.Sprint(err), "\n")
+		if !errors.Is(err, adapter.ErrUnauthorized) || !strings.HasPrefix(first, want) {
+			t.Errorf("%s: Start = %q, want a stop (ErrUnauthorized) whose first line starts %q", what, err, want)
+		}
+	}
+	noHS := matrix.New(matrix.Config{UserID: matrixtest.Bot, AccessToken: token}, nil)
+	check("no homeserver", noHS.Start(t.Context()), "matrix: [matrix] homeserver is not set")
+
+	withKeys := func() error {
+		g := matrix.New(matrix.Config{Homeserver: srv.URL(), UserID: matrixtest.Bot, AccessToken: token, Vault: &memVault{}}, nil)
+		return g.Start(t.Context())
+	}
+	if err := withKeys(); err != nil {
+		t.Fatal(err)
+	}
+	// latch.db lost: a new account for a device whose keys are uploaded.
+	check("device keys refused", withKeys(), "matrix: the homeserver refused this device's encryption keys")
+}

@@ -165,7 +165,7 @@ func (g *Gateway) Name() string { return "matrix" }
 func (g *Gateway) Start(ctx context.Context) error {
 	if g.cfg.Homeserver == "" {
 		// Restarting cannot help: a configuration error (exit 78).
-		return errors.Join(adapter.ErrUnauthorized, errors.New(errNoHomeserver))
+		return adapter.Misconfigured(errors.New(errNoHomeserver))
 	}
 	if g.cli == nil {
 		return errors.New(g.lastErr)
@@ -202,8 +202,8 @@ func (g *Gateway) Start(ctx context.Context) error {
 		if errors.Is(err, adapter.ErrRejected) {
 			// The device has other keys on the homeserver (latch.db lost
 			// or another client on this device): a new login is needed.
-			return errors.Join(adapter.ErrUnauthorized, errors.New("matrix: the homeserver refused this device's encryption keys ("+
-				g.scrub(err).Error()+"); log the bot in again for a new device and set [matrix] device_id and the new access token"))
+			return adapter.Misconfigured(errors.New("matrix: the homeserver refused this device's encryption keys (" +
+				g.scrub(err).Error() + "); log the bot in again for a new device and set [matrix] device_id and the new access token"))
 		}
 		if err != nil {
 			return errors.New("matrix: end-to-end encryption: " + g.scrub(err).Error())
