@@ -54,6 +54,7 @@ type sink struct {
 	mu     sync.Mutex
 	cursor string
 	msgs   []adapter.Message
+	sizes  []int // of each Ingest's msgs
 }
 
 func (s *sink) Cursor(context.Context, string) (string, error) {
@@ -67,6 +68,7 @@ func (s *sink) Ingest(_ context.Context, _, cursor string, msgs []adapter.Messag
 	defer s.mu.Unlock()
 	s.cursor = cursor
 	s.msgs = append(s.msgs, msgs...)
+	s.sizes = append(s.sizes, len(msgs))
 	return nil
 }
 

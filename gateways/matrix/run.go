@@ -53,6 +53,9 @@ func (g *Gateway) run(ctx context.Context, sink adapter.Sink) error {
 	bo := retry.Backoff{Min: g.cfg.MinBackoff, Max: g.cfg.MaxBackoff}
 	for {
 		resp, err := g.sync(ctx, cur.Batch)
+		if err == nil && cur.Batch != "" {
+			err = g.fillGaps(ctx, resp, cur)
+		}
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
@@ -104,41 +107,43 @@ func (g *Gateway) sync(ctx context.Context, since string) (*mautrix.RespSync, er
 	if err != nil {
 		return nil, err
 	}
-	return parseSync(raw)
+	return parseEvents[mautrix.RespSync](raw, "sync")
 }
 
-// parseSync reads a /sync response. One malformed event (content that is
-// not an object, say) must not make the whole batch unreadable, or the
-// same /sync would fail for ever: then the events that do not parse are
-// dropped and the rest read again.
-func parseSync(raw json.RawMessage) (*mautrix.RespSync, error) {
-	var resp mautrix.RespSync
+// parseEvents reads a response holding lists of events (/sync,
+// /messages). One malformed event (content that is not an object, say)
+// must not make the whole response unreadable, or the same request would
+// fail for ever: then the events that do not parse are dropped and the
+// rest read again.
+func parseEvents[T any](raw json.RawMessage, what string) (*T, error) {
+	var resp T
 	if err := json.Unmarshal(raw, &resp); err == nil {
 		return &resp, nil
 	}
 	var v any
 	if err := json.Unmarshal(raw, &v); err != nil {
-		return nil, fmt.Errorf("the sync response is not JSON: %w", err)
+		return nil, fmt.Errorf("the %s response is not JSON: %w", what, err)
 	}
 	dropBadEvents(v)
 	clean, err := json.Marshal(v)
 	if err != nil {
 		return nil, err
 	}
-	resp = mautrix.RespSync{}
-	if err := json.Unmarshal(clean, &resp); err != nil {
-		return nil, fmt.Errorf("the sync response cannot be read: %w", err)
+	var again T
+	if err := json.Unmarshal(clean, &again); err != nil {
+		return nil, fmt.Errorf("the %s response cannot be read: %w", what, err)
 	}
-	return &resp, nil
+	return &again, nil
 }
 
-// dropBadEvents removes, from every "events" list in v, what does not
+// dropBadEvents removes, from every list of events in v ("events", and
+// /messages' "chunk" and "state"), what does not
 // parse as an event.
 func dropBadEvents(v any) {
 	switch x := v.(type) {
 	case map[string]any:
 		for k, val := range x {
-			if list, ok := val.([]any); ok && k == "events" {
+			if list, ok := val.([]any); ok && (k == "events" || k == "chunk" || k == "state") {
 				kept := list[:0]
 				for _, e := range list {
 					b, _ := json.Marshal(e)

@@ -316,6 +316,8 @@ func endpointOf(method, path string) string {
 		return "whoami"
 	case strings.HasSuffix(p, "/sync"):
 		return "sync"
+	case strings.HasSuffix(p, "/messages"):
+		return "messages"
 	case strings.Contains(p, "/send/"):
 		return "send"
 	case strings.HasSuffix(p, "/join"):
@@ -401,6 +403,8 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, map[string]any{"user_id": who.user, "device_id": who.device})
 	case "sync":
 		s.sync(w, r, who)
+	case "messages":
+		s.messages(w, r, who, parts[1])
 	case "upload-keys":
 		s.uploadKeys(w, who, body)
 	case "query-keys":
@@ -538,12 +542,14 @@ func (s *Server) sync(w http.ResponseWriter, r *http.Request, who account) {
 			return
 		}
 	}
+	limit := timelineLimit(r.URL.Query().Get("filter"))
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	join := map[string]any{}
 	invite := map[string]any{}
 	toDevice := []Event{}
-	for _, it := range s.stream[min(since, len(s.stream)):] {
+	for i, it := range s.stream[min(since, len(s.stream)):] {
+		pos := since + i
 		if it.toUser != "" {
 			if it.toUser == who.user && it.toDevice == who.device {
 				toDevice = append(toDevice, it.ev)
@@ -565,11 +571,25 @@ func (s *Server) sync(w http.ResponseWriter, r *http.Request, who account) {
 		}
 		jr, _ := join[it.room].(map[string]any)
 		if jr == nil {
-			jr = map[string]any{"timeline": map[string]any{"events": []Event{}}}
+			jr = map[string]any{"timeline": map[string]any{"events": []Event{}, "positions": []int{}}}
 			join[it.room] = jr
 		}
 		tl := jr["timeline"].(map[string]any)
 		tl["events"] = append(tl["events"].([]Event), it.ev)
+		tl["positions"] = append(tl["positions"].([]int), pos)
+	}
+	for _, jr := range join {
+		// The last limit events; limited with more, prev_batch before the
+		// first one served (where /messages?dir=b goes on from).
+		tl := jr.(map[string]any)["timeline"].(map[string]any)
+		evs, at := tl["events"].([]Event), tl["positions"].([]int)
+		delete(tl, "positions")
+		if len(evs) > limit {
+			tl["limited"] = true
+			evs, at = evs[len(evs)-limit:], at[len(at)-limit:]
+			tl["events"] = evs
+		}
+		tl["prev_batch"] = strconv.Itoa(at[0])
 	}
 	otks := 0
 	if k := s.keys[who.user+"|"+who.device]; k != nil {
@@ -751,4 +771,81 @@ func (s *Server) sendToDevice(w http.ResponseWriter, who account, typ string, bo
 	s.mu.Unlock()
 	s.poke()
 	writeJSON(w, map[string]any{})
+}
+
+// defaultTimelineLimit is /sync's timeline limit without a filter's (as
+// Synapse's).
+const defaultTimelineLimit = 10
+
+// timelineLimit reads room.timeline.limit of an inline filter.
+func timelineLimit(filter string) int {
+	var f struct {
+		Room struct {
+			Timeline struct {
+				Limit int `json:"limit"`
+			} `json:"timeline"`
+		} `json:"room"`
+	}
+	if json.Unmarshal([]byte(filter), &f) != nil || f.Room.Timeline.Limit <= 0 {
+		return defaultTimelineLimit
+	}
+	return f.Room.Timeline.Limit
+}
+
+// messages serves GET /rooms/{roomId}/messages: a room's events from the
+// token from (a position in the stream, as prev_batch and next_batch are)
+// in direction dir, up to limit (default 10), stopping at to. dir=b
+// gives them newest first. end, where the next page starts, is left out
+// when no more events are there.
+func (s *Server) messages(w http.ResponseWriter, r *http.Request, who account, roomID string) {
+	q := r.URL.Query()
+	from, err := strconv.Atoi(q.Get("from"))
+	limit, _ := strconv.Atoi(q.Get("limit"))
+	if limit <= 0 {
+		limit = 10
+	}
+	back := q.Get("dir") == "b"
+	if err != nil || !back && q.Get("dir") != "f" {
+		writeErr(w, Fault{Status: 400, ErrCode: "M_INVALID_PARAM"})
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if rs := s.rooms[roomID]; rs == nil || !rs.members[who.user] {
+		writeErr(w, Fault{Status: 403})
+		return
+	}
+	to := 0
+	if !back {
+		to = len(s.stream)
+	}
+	if t, err := strconv.Atoi(q.Get("to")); err == nil {
+		to = t
+	}
+	in := func(i int) bool {
+		it := s.stream[i]
+		return it.room == roomID && !it.invite && it.toUser == ""
+	}
+	chunk := []Event{}
+	resp := map[string]any{"start": q.Get("from")}
+	step, i := 1, from
+	if back {
+		step, i = -1, from-1
+	}
+	for ; i >= 0 && i < len(s.stream) && (back && i >= to || !back && i < to); i += step {
+		if !in(i) {
+			continue
+		}
+		if len(chunk) == limit {
+			if back {
+				resp["end"] = strconv.Itoa(i + 1)
+			} else {
+				resp["end"] = strconv.Itoa(i)
+			}
+			break
+		}
+		chunk = append(chunk, s.stream[i].ev)
+	}
+	resp["chunk"] = chunk
+	writeJSON(w, resp)
 }
