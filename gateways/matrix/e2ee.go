@@ -490,7 +490,7 @@ func (e *e2ee) decrypt(_ context.Context, evt *event.Event) (event.Type, json.Ra
 	defer e.mu.Unlock()
 	in := e.in[key]
 	if in == nil {
-		return event.Type{}, nil, errors.New("no room key for its session (not shared with latch's device)")
+		return event.Type{}, nil, errNoRoomKey
 	}
 	if in.User != evt.Sender || in.Room != evt.RoomID {
 		return event.Type{}, nil, errors.New("its session was shared by someone else than its sender")

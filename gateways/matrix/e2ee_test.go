@@ -262,3 +262,40 @@ func TestKeysStoredBeforeUpload(t *testing.T) {
 		t.Errorf("%d key uploads of an account that was not stored", n)
 	}
 }
+
+// TestLateRoomKeyRetried: the owner's encrypted message reaches latch a
+// sync before its room key; it is held, tried again once the key has
+// come, and taken, not refused.
+func TestLateRoomKeyRetried(t *testing.T) {
+	srv := matrixtest.New(token)
+	t.Cleanup(srv.Close)
+	srv.AddUser(owner, "OWNERDEV", ownerToken)
+	srv.Room(dm, matrixtest.Bot, owner)
+	srv.Encrypt(dm)
+	logs := &adaptertest.LogBuffer{}
+	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Log(logs.String())
+		}
+	})
+	latched := &sink{cursor: `{"o":{"r":"` + dm + `","u":"` + owner + `"}}`}
+	bot := runPeer(t, srv, matrixtest.Bot, token, &memVault{}, latched, log)
+	own := runPeer(t, srv, owner, ownerToken, &memVault{}, &sink{}, log)
+
+	srv.DelayToDevice(true)
+	evID, err := own.g.Send(t.Context(), dm, adapter.Reply{Text: "key comes late"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "latch to sync past the event", func() bool {
+		latched.mu.Lock()
+		defer latched.mu.Unlock()
+		return strings.Contains(latched.cursor, evID)
+	})
+	srv.DelayToDevice(false)
+	waitFor(t, "the held message", func() bool { return has(bot.sink.texts(), owner+": key comes late") })
+	if n := bot.g.Info().LastError; n != "" {
+		t.Errorf("Info().LastError = %q after the key came", n)
+	}
+}

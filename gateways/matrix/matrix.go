@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"maunium.net/go/mautrix"
+	"maunium.net/go/mautrix/event"
 	"maunium.net/go/mautrix/id"
 
 	"github.com/latchd/latch/gateways/adapter"
@@ -76,8 +77,9 @@ type Gateway struct {
 	device    id.DeviceID
 	connected bool
 	lastErr   string
-	undecrypt int   // events that could not be decrypted, for status
-	startedMS int64 // when Start ran, in ms: the first sync takes events from then on
+	undecrypt int            // events that could not be decrypted, for status
+	held      []*event.Event // the latched room's events waiting for their room key
+	startedMS int64          // when Start ran, in ms: the first sync takes events from then on
 	rooms     map[id.RoomID]*room
 	buttons   map[id.EventID]approvalMsg // messages whose reactions answer
 	edits     map[id.RoomID]time.Time

@@ -54,7 +54,7 @@ func (g *Gateway) translate(ctx context.Context, resp *mautrix.RespSync, next *c
 	if e := g.crypto(); e != nil {
 		e.toDevice(ctx, resp.ToDevice.Events)
 	}
-	var msgs []adapter.Message
+	msgs := g.retryHeld(ctx)
 	for rid, jr := range resp.Rooms.Join {
 		if jr == nil {
 			continue
@@ -75,7 +75,7 @@ func (g *Gateway) translate(ctx context.Context, resp *mautrix.RespSync, next *c
 				continue
 			}
 			next.add(evt.ID)
-			if m, ok := g.message(ctx, evt); ok {
+			if m, ok := g.message(ctx, evt, true); ok {
 				msgs = append(msgs, m)
 			}
 		}
@@ -127,8 +127,10 @@ func (g *Gateway) roomLocked(rid id.RoomID) *room {
 
 // message translates a timeline event: a message, or a reaction on a
 // message of latch's with buttons (a press). ok is false for everything
-// else: notices (bots), edits, other events, and what cannot be read.
-func (g *Gateway) message(ctx context.Context, evt *event.Event) (adapter.Message, bool) {
+// else: notices (bots), edits, other events, and what cannot be read. An
+// event of the latched room without its room key yet is held (mayHold)
+// for the next sync.
+func (g *Gateway) message(ctx context.Context, evt *event.Event, mayHold bool) (adapter.Message, bool) {
 	raw, typ := evt.Content.VeryRaw, evt.Type
 	if typ == event.EventEncrypted {
 		e := g.crypto()
@@ -138,6 +140,9 @@ func (g *Gateway) message(ctx context.Context, evt *event.Event) (adapter.Messag
 		}
 		var err error
 		if typ, raw, err = e.decrypt(ctx, evt); err != nil {
+			if mayHold && g.hold(evt, err) {
+				return adapter.Message{}, false
+			}
 			g.undecryptable(evt, err)
 			return adapter.Message{}, false
 		}

@@ -70,6 +70,8 @@ type Server struct {
 	wake     chan struct{}
 	revoked  bool
 	hang     bool
+	holdTD   bool         // to-device messages wait in delayed
+	delayed  []streamItem
 	stream   []streamItem // everything that happened, in order
 	rooms    map[string]*roomState
 	invites  map[string]streamItem // pending invites of the bot
@@ -261,6 +263,21 @@ func (s *Server) ClearFaults(endpoint string) {
 func (s *Server) Revoke() {
 	s.mu.Lock()
 	s.revoked = true
+	s.mu.Unlock()
+	s.poke()
+}
+
+// DelayToDevice holds to-device messages back while on (they are
+// delivered when it is turned off, after what happened meanwhile): a
+// room key that comes after the event it decrypts, as federation or a
+// busy server may make it.
+func (s *Server) DelayToDevice(on bool) {
+	s.mu.Lock()
+	s.holdTD = on
+	if !on {
+		s.stream = append(s.stream, s.delayed...)
+		s.delayed = nil
+	}
 	s.mu.Unlock()
 	s.poke()
 }
@@ -765,7 +782,12 @@ func (s *Server) sendToDevice(w http.ResponseWriter, who account, typ string, bo
 	s.mu.Lock()
 	for user, devs := range req.Messages {
 		for dev, c := range devs {
-			s.stream = append(s.stream, streamItem{toUser: user, toDevice: dev, ev: Event{Type: typ, Sender: who.user, Content: c}})
+			it := streamItem{toUser: user, toDevice: dev, ev: Event{Type: typ, Sender: who.user, Content: c}}
+			if s.holdTD {
+				s.delayed = append(s.delayed, it)
+				continue
+			}
+			s.stream = append(s.stream, it)
 		}
 	}
 	s.mu.Unlock()
