@@ -70,7 +70,7 @@ type Server struct {
 	wake     chan struct{}
 	revoked  bool
 	hang     bool
-	holdTD   bool         // to-device messages wait in delayed
+	holdTD   bool // to-device messages wait in delayed
 	delayed  []streamItem
 	stream   []streamItem // everything that happened, in order
 	rooms    map[string]*roomState
