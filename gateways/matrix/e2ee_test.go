@@ -135,18 +135,7 @@ func has(list []string, want string) bool {
 // reads the owner's session and its answers still decrypt, without new
 // device keys.
 func TestEncryptedRoundTripAndRestart(t *testing.T) {
-	srv := matrixtest.New(token)
-	t.Cleanup(srv.Close)
-	srv.AddUser(owner, "OWNERDEV", ownerToken)
-	srv.Room(dm, matrixtest.Bot, owner)
-	srv.Encrypt(dm)
-	logs := &adaptertest.LogBuffer{}
-	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Log(logs.String())
-		}
-	})
+	srv, log := encryptedDM(t)
 	botVault, ownerVault := &memVault{}, &memVault{}
 	bot := runPeer(t, srv, matrixtest.Bot, token, botVault, &sink{}, log)
 	own := runPeer(t, srv, owner, ownerToken, ownerVault, &sink{}, log)
@@ -200,13 +189,7 @@ func TestUndecryptableRefused(t *testing.T) {
 	srv.Room(group, matrixtest.Bot, stranger)
 	srv.Encrypt(dm)
 	srv.Encrypt(group)
-	logs := &adaptertest.LogBuffer{}
-	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Log(logs.String())
-		}
-	})
+	logs, log := testLog(t)
 	bot := runPeer(t, srv, matrixtest.Bot, token, &memVault{}, &sink{}, log)
 	str := runPeer(t, srv, stranger, "syt_stranger_token", &memVault{}, &sink{}, log)
 
@@ -267,18 +250,7 @@ func TestKeysStoredBeforeUpload(t *testing.T) {
 // sync before its room key; it is held, tried again once the key has
 // come, and taken, not refused.
 func TestLateRoomKeyRetried(t *testing.T) {
-	srv := matrixtest.New(token)
-	t.Cleanup(srv.Close)
-	srv.AddUser(owner, "OWNERDEV", ownerToken)
-	srv.Room(dm, matrixtest.Bot, owner)
-	srv.Encrypt(dm)
-	logs := &adaptertest.LogBuffer{}
-	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Log(logs.String())
-		}
-	})
+	srv, log := encryptedDM(t)
 	latched := &sink{cursor: `{"o":{"r":"` + dm + `","u":"` + owner + `"}}`}
 	bot := runPeer(t, srv, matrixtest.Bot, token, &memVault{}, latched, log)
 	own := runPeer(t, srv, owner, ownerToken, &memVault{}, &sink{}, log)
@@ -298,4 +270,27 @@ func TestLateRoomKeyRetried(t *testing.T) {
 	if n := bot.g.Info().LastError; n != "" {
 		t.Errorf("Info().LastError = %q after the key came", n)
 	}
+}
+
+// testLog is a debug log kept in memory and shown if t fails.
+func testLog(t *testing.T) (*adaptertest.LogBuffer, *slog.Logger) {
+	logs := &adaptertest.LogBuffer{}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Log(logs.String())
+		}
+	})
+	return logs, slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+// encryptedDM is a fake with the owner's device and an encrypted DM of
+// the owner's and the bot's, and a test log.
+func encryptedDM(t *testing.T) (*matrixtest.Server, *slog.Logger) {
+	srv := matrixtest.New(token)
+	t.Cleanup(srv.Close)
+	srv.AddUser(owner, "OWNERDEV", ownerToken)
+	srv.Room(dm, matrixtest.Bot, owner)
+	srv.Encrypt(dm)
+	_, log := testLog(t)
+	return srv, log
 }
