@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync/atomic"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -59,6 +60,9 @@ var (
 // DB is an open latch database.
 type DB struct {
 	bolt *bolt.DB
+	// commits counts the read-write transactions that committed through
+	// Update: each is a durable write (bbolt syncs the file twice).
+	commits atomic.Uint64
 }
 
 // Options tune Open.
@@ -147,8 +151,15 @@ func (db *DB) Path() string { return db.bolt.Path() }
 
 // Update runs fn in a read-write transaction; fn's error rolls it back.
 func (db *DB) Update(fn func(*Tx) error) error {
-	return db.bolt.Update(func(btx *bolt.Tx) error { return fn(&Tx{tx: btx}) })
+	return db.bolt.Update(func(btx *bolt.Tx) error {
+		btx.OnCommit(func() { db.commits.Add(1) })
+		return fn(&Tx{tx: btx})
+	})
 }
+
+// Commits is how many transactions Update has committed since Open: what
+// the answer path pays in disk syncs, for tests and the bench to count.
+func (db *DB) Commits() uint64 { return db.commits.Load() }
 
 // View runs fn in a read-only transaction.
 func (db *DB) View(fn func(*Tx) error) error {
