@@ -9,25 +9,22 @@ import (
 
 	"github.com/latchd/latch/config"
 	"github.com/latchd/latch/control"
-	"github.com/latchd/latch/gateways/discord/discordtest"
 )
 
-// discordToken is the bot token the Discord fake accepts; like token, it
-// only opens the fake on loopback.
-const discordToken = "MTIzNDU2Nzg5MDEyMzQ1Njc4OQ.GbenCH.benchDISCORDnotAsecret-hmacValue_012345"
-
-var discordOwner = discordtest.User{ID: "300000000000000001", Username: "owner"}
-
-// allGatewaysRun is idle memory with every gateway latch has configured
-// and latched at once (Telegram and Discord), on a home of its own.
-func allGatewaysRun(ctx context.Context, o options, bin, root string, n int) (memory, error) {
+// gatewaysRun is idle memory with Telegram and the platforms ps
+// configured and latched at once, each on its fake, on a home of its own
+// (name tells the homes and logs apart).
+func gatewaysRun(ctx context.Context, o options, bin, root, name string, ps []config.Platform) (memory, error) {
 	tg := newFake()
 	defer tg.Close()
-	dc := discordtest.New(discordToken)
-	defer dc.Close()
-	e := &env{o: o, bin: bin, tg: tg, dc: dc,
-		home: filepath.Join(root, fmt.Sprintf("hall%d", n)),
-		log:  filepath.Join(root, fmt.Sprintf("daemon-all%d.log", n))}
+	e := &env{o: o, bin: bin, tg: tg,
+		home: filepath.Join(root, "h"+name),
+		log:  filepath.Join(root, "daemon-"+name+".log")}
+	for _, p := range ps {
+		f := startedFake{p, platformFakes[p.Name]()}
+		defer f.Close()
+		e.extra = append(e.extra, f)
+	}
 	if err := e.initHome(ctx); err != nil {
 		return memory{}, err
 	}
@@ -41,16 +38,14 @@ func allGatewaysRun(ctx context.Context, o options, bin, root string, n int) (me
 	}
 	pctx, cancel := context.WithTimeout(ctx, callLimit)
 	defer cancel()
-	res, err := d.ctl.Mint(pctx, control.MintRequest{Gateway: "discord"})
-	if err != nil {
-		return memory{}, d.failure(fmt.Sprintf("mint for discord: %v", err))
-	}
-	dc.SendDM(discordOwner, "/pair "+res.Code)
-	dm := dc.DMChannel(discordOwner)
-	if _, err := dc.WaitSent(pctx, func(s discordtest.Sent) bool {
-		return s.ChannelID == dm && strings.HasPrefix(s.Content, "Paired")
-	}); err != nil {
-		return memory{}, d.failure(fmt.Sprintf("no \"Paired\" on Discord: %v", err))
+	for _, f := range e.extra {
+		res, err := d.ctl.Mint(pctx, control.MintRequest{Gateway: f.p.Name})
+		if err != nil {
+			return memory{}, d.failure(fmt.Sprintf("mint for %s: %v", f.p.Name, err))
+		}
+		if err := f.pair(pctx, res.Code); err != nil {
+			return memory{}, d.failure(fmt.Sprintf("no \"Paired\" on %s: %v", f.p.Title, err))
+		}
 	}
 	t := time.NewTimer(time.Until(d.started.Add(o.idle)))
 	defer t.Stop()
@@ -70,13 +65,24 @@ func allGatewaysRun(ctx context.Context, o options, bin, root string, n int) (me
 			return memory{}, d.failure(fmt.Sprintf("idle but %s is not connected and latched: %+v", g.Name, g))
 		}
 	}
-	if len(st.Gateways) != 2 {
-		return memory{}, d.failure(fmt.Sprintf("want 2 gateways, status has %+v", st.Gateways))
+	if len(st.Gateways) != 1+len(ps) {
+		return memory{}, d.failure(fmt.Sprintf("want %d gateways, status has %+v", 1+len(ps), st.Gateways))
 	}
 	return readMemory(d.pid)
 }
 
-// discordEnviron is what points the daemon at the Discord fake.
-func discordEnviron(dc *discordtest.Server) []string {
-	return []string{config.EnvDiscordToken + "=" + discordToken, config.EnvDiscordAPIURL + "=" + dc.URL()}
+// everyGateway says which gateways the every-gateway run has, and which
+// of config.Platforms it leaves out for want of a fake.
+func everyGateway() string {
+	ps, missing := extraPlatforms()
+	s := withTelegram(ps) + ", configured and latched at once"
+	if len(missing) > 0 {
+		s += "; no fake in bench for " + strings.Join(missing, ", ")
+	}
+	return s
+}
+
+// withTelegram names Telegram and ps: "Telegram, Discord and Slack".
+func withTelegram(ps []config.Platform) string {
+	return titles(append([]config.Platform{config.TelegramPlatform}, ps...))
 }
