@@ -41,22 +41,43 @@ type firstCall struct {
 }
 
 // callStarting makes a turn's first model call. If the call outlasts
-// Config.StartDelay, the turn's start is saved while it goes on, and its text is
-// held until that commit is done (a failed commit cancels the call, and the
-// turn ends having stored and shown nothing); a quicker call leaves the
-// start to the step's save (saveStarting), its text held until then. A
-// crash before the start is stored leaves the message to run again after
-// the restart: the model may then be asked twice (as when a step is
+// Config.StartDelay, the turn's start is saved while it goes on, and its
+// text is held until that commit is done (a failed commit cancels the
+// call, and the turn ends having stored and shown nothing); a quicker call
+// leaves the start to the step's save (saveStarting), its text held until
+// then. A crash before the start is stored leaves the message to run again
+// after the restart: the model may then be asked twice (as when a step is
 // resumed), but nothing it said was shown and no tool ran.
+//
+// ev gets text from the call's deltas and, once the delayed save is in,
+// from the goroutine that waited for it (text held through a pause in the
+// stream must not wait for its end); first.mu orders the two, so ev sees
+// one call at a time, in order, and none after callStarting returns.
 func (a *Agent) callStarting(ctx context.Context, key SessionKey, s *session, first *firstCall, ev Events) (provider.Response, error) {
 	callCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
+	var waiter sync.WaitGroup
+	defer waiter.Wait()
 	// Until Stream returns, s is the save's: Stream reads only first.req.
 	timer := time.AfterFunc(a.cfg.StartDelay, func() {
 		first.mu.Lock()
+		if first.closed || first.wait != nil {
+			first.mu.Unlock()
+			return
+		}
+		wait := a.saveAsync(key, s, first.started)
+		first.wait = wait
+		waiter.Add(1) // before callStarting can wait: under mu, before closed
+		first.mu.Unlock()
+		defer waiter.Done()
+		if err := wait(); err != nil {
+			cancel(err)
+			return
+		}
+		first.mu.Lock()
 		defer first.mu.Unlock()
-		if !first.closed && first.wait == nil {
-			first.wait = a.saveAsync(key, s, first.started)
+		if !first.closed {
+			first.flushLocked(ev)
 		}
 	})
 	resp, err := a.cfg.Provider.Stream(callCtx, first.req, func(delta string) {
@@ -73,7 +94,9 @@ func (a *Agent) callStarting(ctx context.Context, key SessionKey, s *session, fi
 			cancel(serr)
 			return
 		}
-		first.flush(ev)
+		first.mu.Lock()
+		defer first.mu.Unlock()
+		first.flushLocked(ev)
 		ev.Text(delta)
 	})
 	timer.Stop()
@@ -95,12 +118,15 @@ func (a *Agent) callStarting(ctx context.Context, key SessionKey, s *session, fi
 // flush shows the text held while the start was not stored.
 func (f *firstCall) flush(ev Events) {
 	f.mu.Lock()
-	held := f.held
-	f.held = nil
-	f.mu.Unlock()
-	for _, d := range held {
+	defer f.mu.Unlock()
+	f.flushLocked(ev)
+}
+
+func (f *firstCall) flushLocked(ev Events) {
+	for _, d := range f.held {
 		ev.Text(d)
 	}
+	f.held = nil
 }
 
 // saveStarting is save with also, and with the turn's start when no
@@ -136,17 +162,18 @@ func (a *Agent) saveStarting(key SessionKey, s *session, ev Events, first *first
 }
 
 // saveAsync saves s in a goroutine of its own and returns the func that
-// waits for the outcome. Until then s belongs to that goroutine: the
-// caller may only read what the save does not change (the messages).
+// waits for the outcome, from any goroutine. Until then s belongs to that
+// goroutine: the caller may only read what the save does not change (the
+// messages).
 func (a *Agent) saveAsync(key SessionKey, s *session, also func(*store.Tx) error) (wait func() error) {
-	ch := make(chan error, 1)
-	go func() { ch <- a.saveWith(key, s, also) }()
+	done := make(chan struct{})
 	var err error
-	done := false
+	go func() {
+		defer close(done)
+		err = a.saveWith(key, s, also)
+	}()
 	return func() error {
-		if !done {
-			err, done = <-ch, true
-		}
+		<-done
 		return err
 	}
 }

@@ -91,3 +91,30 @@ func TestQuickToolStepStoresTheStartFirst(t *testing.T) {
 		t.Errorf("the model was asked %d times, want once", n)
 	}
 }
+
+// TestHeldTextShownDuringAPause: text that arrived before the start was
+// stored on its own is shown once it is, while the stream is still
+// paused, not only when the next piece comes.
+func TestHeldTextShownDuringAPause(t *testing.T) {
+	f := newFixture(t, func(c *Config) { c.StartDelay = time.Millisecond })
+	f.fake.Script(anthropictest.Text("first then more").Chunk(6).PauseAfter(1, time.Hour))
+	ctx, cancel := context.WithCancel(context.Background())
+	ev := &recorder{}
+	done := make(chan error, 1)
+	go func() { done <- f.agent.TurnWith(ctx, chat, "hi", ev, Hooks{Started: func(*store.Tx) error { return nil }}) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		ev.mu.Lock()
+		shown := ev.text.String()
+		ev.mu.Unlock()
+		if shown != "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the first piece was not shown while the stream paused")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	cancel()
+	<-done
+}

@@ -47,6 +47,9 @@ type env struct {
 	ai   *openaitest.Server // nil with -no-model
 	// extra are the platforms beyond Telegram configured, on their fakes.
 	extra []startedFake
+	// approved are the latch requests approved so far (their buttons'
+	// data).
+	approved []string
 	// contextBudget is agent.context_budget; 0 keeps latch's default.
 	contextBudget int
 	// cgroup is the memory cgroup the daemons start in (-cgroup), or nil.

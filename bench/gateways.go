@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/latchd/latch/config"
 	"github.com/latchd/latch/control"
+	"github.com/latchd/latch/gateways/telegram/telegramtest"
 )
 
 // gatewaysRun is idle memory with Telegram and the platforms ps
@@ -43,7 +45,13 @@ func gatewaysRun(ctx context.Context, o options, bin, root, name string, ps []co
 		if err != nil {
 			return memory{}, d.failure(fmt.Sprintf("mint for %s: %v", f.p.Name, err))
 		}
-		if err := f.pair(pctx, res.Code); err != nil {
+		f.sendPair(res.Code)
+		// A second latch waits for the approval of a latched chat
+		// (pairing's rule): the owner's Telegram chat gives it.
+		if err := e.approveLatch(pctx); err != nil {
+			return memory{}, d.failure(fmt.Sprintf("no request to approve %s's latch on Telegram: %v", f.p.Title, err))
+		}
+		if err := f.waitPaired(pctx); err != nil {
 			return memory{}, d.failure(fmt.Sprintf("no \"Paired\" on %s: %v", f.p.Title, err))
 		}
 	}
@@ -85,4 +93,27 @@ func everyGateway() string {
 // withTelegram names Telegram and ps: "Telegram, Discord and Slack".
 func withTelegram(ps []config.Platform) string {
 	return titles(append([]config.Platform{config.TelegramPlatform}, ps...))
+}
+
+// approveLatch presses Approve on the next latch request in the owner's
+// Telegram chat.
+func (e *env) approveLatch(ctx context.Context) error {
+	var data string
+	m, err := e.tg.WaitSent(ctx, func(m telegramtest.Sent) bool {
+		for _, row := range m.Keyboard {
+			for _, b := range row {
+				if strings.HasPrefix(b.CallbackData, "latch-ok:") && !slices.Contains(e.approved, b.CallbackData) {
+					data = b.CallbackData
+					return m.ChatID == owner.ID
+				}
+			}
+		}
+		return false
+	})
+	if err != nil {
+		return err
+	}
+	e.approved = append(e.approved, data)
+	e.tg.SendCallback(ownerChat, owner, m.MessageID, data)
+	return nil
 }

@@ -19,9 +19,10 @@ type platformFake interface {
 	// (config.PlatformSecret.Key) that the fake accepts.
 	secret(key string) string
 	url() string
-	// pair sends "/pair code" from the owner's private chat and waits
-	// for latch's "Paired" there.
-	pair(ctx context.Context, code string) error
+	// sendPair sends "/pair code" from the owner's private chat;
+	// waitPaired waits for latch's "Paired" there.
+	sendPair(code string)
+	waitPaired(ctx context.Context) error
 	Close()
 }
 
@@ -96,8 +97,9 @@ func newDiscordFake() platformFake { return discordFake{discordtest.New(discordT
 func (discordFake) secret(string) string { return discordToken }
 func (f discordFake) url() string        { return f.URL() }
 
-func (f discordFake) pair(ctx context.Context, code string) error {
-	f.SendDM(discordOwner, "/pair "+code)
+func (f discordFake) sendPair(code string) { f.SendDM(discordOwner, "/pair "+code) }
+
+func (f discordFake) waitPaired(ctx context.Context) error {
 	dm := f.DMChannel(discordOwner)
 	_, err := f.WaitSent(ctx, func(s discordtest.Sent) bool {
 		return s.ChannelID == dm && strings.HasPrefix(s.Content, "Paired")
@@ -127,8 +129,9 @@ func (slackFake) secret(key string) string {
 
 func (f slackFake) url() string { return f.URL() }
 
-func (f slackFake) pair(ctx context.Context, code string) error {
-	f.SendDM(slackOwner, "/pair "+code)
+func (f slackFake) sendPair(code string) { f.SendDM(slackOwner, "/pair "+code) }
+
+func (f slackFake) waitPaired(ctx context.Context) error {
 	dm := slacktest.DM(slackOwner)
 	for {
 		for _, m := range f.Sent(dm) {

@@ -99,7 +99,10 @@ func Open(path string, opts Options) (*DB, error) {
 	db := &DB{bolt: b}
 	if opts.ReadOnly {
 		err = db.View(func(tx *Tx) error { return checkSchema(tx.tx) })
-	} else {
+	} else if err = b.View(func(tx *bolt.Tx) error { return current(tx) }); err != nil {
+		// A commit syncs the file twice, even one that changes nothing:
+		// a file already current (every start after the first) is not
+		// written at all.
 		err = b.Update(migrate)
 	}
 	if err != nil {
@@ -122,6 +125,22 @@ func migrate(tx *bolt.Tx) error {
 		}
 	}
 	return meta.Put(keySchema, u64(SchemaVersion))
+}
+
+// errMigrate says the file needs migrate.
+var errMigrate = errors.New("the file is not at the current schema")
+
+// current returns nil if migrate would change nothing in the file.
+func current(tx *bolt.Tx) error {
+	for _, name := range allBuckets {
+		if tx.Bucket(name) == nil {
+			return errMigrate
+		}
+	}
+	if v := tx.Bucket(bucketMeta).Get(keySchema); len(v) != 8 || fromU64(v) != SchemaVersion {
+		return errMigrate
+	}
+	return nil
 }
 
 func checkSchema(tx *bolt.Tx) error {
