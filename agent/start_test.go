@@ -101,7 +101,9 @@ func TestHeldTextShownDuringAPause(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	ev := &recorder{}
 	done := make(chan error, 1)
-	go func() { done <- f.agent.TurnWith(ctx, chat, "hi", ev, Hooks{Started: func(*store.Tx) error { return nil }}) }()
+	go func() {
+		done <- f.agent.TurnWith(ctx, chat, "hi", ev, Hooks{Started: func(*store.Tx) error { return nil }})
+	}()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		ev.mu.Lock()
