@@ -55,6 +55,15 @@ func gatewaysRun(ctx context.Context, o options, bin, root, name string, ps []co
 			return memory{}, d.failure(fmt.Sprintf("no \"Paired\" on %s: %v", f.p.Title, err))
 		}
 	}
+	// Idle is read on a restart, latched: the first pairing of a second
+	// gateway waits for an approval (pairing's rule), and the code that
+	// runs after the page-out comes back a page at a time, which idle
+	// never needs again.
+	d.stop()
+	if d, _, err = e.start(ctx); err != nil {
+		return memory{}, err
+	}
+	defer d.stop()
 	t := time.NewTimer(time.Until(d.started.Add(o.idle)))
 	defer t.Stop()
 	select {
@@ -64,7 +73,9 @@ func gatewaysRun(ctx context.Context, o options, bin, root, name string, ps []co
 		return memory{}, d.failure("exited while idle")
 	case <-t.C:
 	}
-	st, err := d.ctl.Status(pctx)
+	sctx, scancel := context.WithTimeout(ctx, callLimit)
+	defer scancel()
+	st, err := d.ctl.Status(sctx)
 	if err != nil {
 		return memory{}, d.failure(fmt.Sprintf("status: %v", err))
 	}

@@ -170,7 +170,8 @@ type runResult struct {
 	// configured and latched (extraPlatforms).
 	AllIdle memory `json:"all_gateways_idle_memory"`
 	// With is idle memory with Telegram and one more platform, by its
-	// name (-costs only).
+	// name, and with Telegram alone, by Telegram's, each after a restart
+	// as AllIdle is (-costs only).
 	With  map[string]memory `json:"with_one_more_idle_memory,omitempty"`
 	Flood floodResult       `json:"flood"`
 }
@@ -353,6 +354,15 @@ func oneRun(ctx context.Context, o options, bin, floor, root string, n int, stde
 		if r.AllIdle, err = gatewaysRun(ctx, o, bin, root, fmt.Sprint("all", n), ps); err != nil {
 			return r, fmt.Errorf("every gateway: %w", err)
 		}
+		if o.costs {
+			// The base of the gateway rows, measured as they are.
+			say("Telegram alone latched, idle until %v after a restart (-costs)", o.idle)
+			m, err := gatewaysRun(ctx, o, bin, root, fmt.Sprint("tg", n), nil)
+			if err != nil {
+				return r, fmt.Errorf("Telegram alone: %w", err)
+			}
+			r.With = map[string]memory{config.TelegramPlatform.Name: m}
+		}
 		for _, p := range ps {
 			if !o.costs || len(ps) == 1 {
 				break
@@ -361,9 +371,6 @@ func oneRun(ctx context.Context, o options, bin, floor, root string, n int, stde
 			m, err := gatewaysRun(ctx, o, bin, root, fmt.Sprint(p.Name, n), []config.Platform{p})
 			if err != nil {
 				return r, fmt.Errorf("Telegram and %s: %w", p.Title, err)
-			}
-			if r.With == nil {
-				r.With = make(map[string]memory)
 			}
 			r.With[p.Name] = m
 		}
