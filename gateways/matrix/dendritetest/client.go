@@ -27,7 +27,7 @@ type Client struct {
 	timeline map[id.RoomID][]*event.Event // decrypted where E2EE is on
 	invites  map[id.RoomID]bool
 	typing   map[id.RoomID]map[id.UserID]bool // ever seen typing
-	receipts map[id.RoomID]map[id.UserID]bool // ever sent a receipt
+	receipts map[id.RoomID]map[id.UserID][]id.EventID // every receipt's event
 	failures []string                         // events that did not decrypt
 	changed  chan struct{}
 	e2ee     e2ee
@@ -52,7 +52,7 @@ func (s *Server) Login(t testing.TB, u User) *Client {
 	cli.StateStore = mautrix.NewMemoryStateStore()
 	return &Client{Client: cli, t: t,
 		timeline: map[id.RoomID][]*event.Event{}, invites: map[id.RoomID]bool{},
-		typing: map[id.RoomID]map[id.UserID]bool{}, receipts: map[id.RoomID]map[id.UserID]bool{},
+		typing: map[id.RoomID]map[id.UserID]bool{}, receipts: map[id.RoomID]map[id.UserID][]id.EventID{},
 		changed: make(chan struct{}),
 	}
 }
@@ -128,10 +128,13 @@ func (c *Client) take(ctx context.Context, resp *mautrix.RespSync, since string)
 					mark(c.typing, room, u)
 				}
 			case event.EphemeralEventReceipt:
-				for _, byType := range *evt.Content.AsReceipt() {
+				for target, byType := range *evt.Content.AsReceipt() {
 					for _, users := range byType {
 						for u := range users {
-							mark(c.receipts, room, u)
+							if c.receipts[room] == nil {
+								c.receipts[room] = map[id.UserID][]id.EventID{}
+							}
+							c.receipts[room][u] = append(c.receipts[room][u], target)
 						}
 					}
 				}
@@ -260,12 +263,9 @@ type Message struct {
 	Encrypted bool
 }
 
-// Text is what a reader sees: the body, or the formatted body when set.
+// Text is the message's plain body and its formatted body, for matching.
 func (m Message) Text() string {
-	if m.Content.FormattedBody != "" {
-		return m.Content.FormattedBody
-	}
-	return m.Content.Body
+	return m.Content.Body + "\n" + m.Content.FormattedBody
 }
 
 // Messages are room's messages by sender ("" for everyone), in order, with
@@ -319,19 +319,18 @@ func (c *Client) Invited(room id.RoomID) bool {
 	return c.invites[room]
 }
 
-// Typed and Receipted report whether u was ever seen typing in room, or
-// sending a read receipt there.
+// Typed reports whether u was ever seen typing in room.
 func (c *Client) Typed(room id.RoomID, u id.UserID) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.typing[room][u]
 }
 
-// Receipted: see Typed.
-func (c *Client) Receipted(room id.RoomID, u id.UserID) bool {
+// Receipts are the events u sent a read receipt for in room.
+func (c *Client) Receipts(room id.RoomID, u id.UserID) []id.EventID {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.receipts[room][u]
+	return append([]id.EventID(nil), c.receipts[room][u]...)
 }
 
 // Undecrypted lists the events c could not decrypt.
