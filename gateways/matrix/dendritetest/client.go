@@ -2,7 +2,6 @@ package dendritetest
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -13,6 +12,8 @@ import (
 	"maunium.net/go/mautrix/crypto/attachment"
 	"maunium.net/go/mautrix/event"
 	"maunium.net/go/mautrix/id"
+
+	"github.com/latchd/latch/gateways/internal/faketest"
 )
 
 // Client is a person on the server, seen through mautrix as Element would
@@ -26,10 +27,10 @@ type Client struct {
 	mu       sync.Mutex
 	timeline map[id.RoomID][]*event.Event // decrypted where E2EE is on
 	invites  map[id.RoomID]bool
-	typing   map[id.RoomID]map[id.UserID]bool // ever seen typing
+	typing   map[id.RoomID]map[id.UserID]bool         // ever seen typing
 	receipts map[id.RoomID]map[id.UserID][]id.EventID // every receipt's event
-	failures []string                         // events that did not decrypt
-	changed  chan struct{}
+	failures []string                                 // events that did not decrypt
+	changed  faketest.Signal                          // notified after each sync
 	e2ee     e2ee
 }
 
@@ -53,7 +54,6 @@ func (s *Server) Login(t testing.TB, u User) *Client {
 	return &Client{Client: cli, t: t,
 		timeline: map[id.RoomID][]*event.Event{}, invites: map[id.RoomID]bool{},
 		typing: map[id.RoomID]map[id.UserID]bool{}, receipts: map[id.RoomID]map[id.UserID][]id.EventID{},
-		changed: make(chan struct{}),
 	}
 }
 
@@ -141,8 +141,7 @@ func (c *Client) take(ctx context.Context, resp *mautrix.RespSync, since string)
 			}
 		}
 	}
-	close(c.changed)
-	c.changed = make(chan struct{})
+	c.changed.Notify()
 }
 
 func mark(m map[id.RoomID]map[id.UserID]bool, room id.RoomID, u id.UserID) {
@@ -340,26 +339,14 @@ func (c *Client) Undecrypted() []string {
 	return append([]string(nil), c.failures...)
 }
 
-// errTimeout is WaitFor's failure.
-var errTimeout = errors.New("timed out")
-
-// WaitFor waits until cond holds after a sync (or now), failing the test
+// WaitFor waits until cond holds, now or after a sync, failing the test
 // after limit with what the room holds.
 func (c *Client) WaitFor(room id.RoomID, limit time.Duration, what string, cond func() bool) {
 	c.t.Helper()
-	deadline := time.After(limit)
-	for {
-		c.mu.Lock()
-		changed := c.changed
-		c.mu.Unlock()
-		if cond() {
-			return
-		}
-		select {
-		case <-changed:
-		case <-deadline:
-			c.t.Fatalf("%s: %v after %v waiting for %s; the room holds:\n%s", c.UserID, errTimeout, limit, what, c.Describe(room))
-		}
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	defer cancel()
+	if err := c.changed.Wait(ctx, nil, nil, cond); err != nil {
+		c.t.Fatalf("%s: %v waiting for %s; the room holds:\n%s", c.UserID, err, what, c.Describe(room))
 	}
 }
 
