@@ -65,6 +65,7 @@ type Config struct {
 	Telegram   TelegramConfig
 	Discord    DiscordConfig
 	Slack      SlackConfig
+	Matrix     MatrixConfig
 	Agent      AgentConfig
 	MCP        MCPConfig
 	Schedule   ScheduleConfig

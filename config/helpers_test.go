@@ -123,6 +123,7 @@ func testDefaults(h string) Config {
 		Telegram:   TelegramConfig{APIURL: "https://api.telegram.org", Verbosity: "normal", WebhookListen: "127.0.0.1:8443"},
 		Discord:    DiscordConfig{APIURL: "https://discord.com", Verbosity: "normal"},
 		Slack:      SlackConfig{APIURL: DefaultSlackAPIURL, Verbosity: "normal"},
+		Matrix:     MatrixConfig{Verbosity: "normal"},
 		Schedule:   defaultSchedule(),
 		Transcribe: TranscribeConfig{Model: "whisper-1", MaxBytes: 20 << 20, MaxDuration: 10 * time.Minute, Timeout: 2 * time.Minute},
 		Agent: AgentConfig{

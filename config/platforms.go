@@ -61,7 +61,7 @@ func (s PlatformSettings) Enabled() bool { return s.Token != "" }
 
 // Platforms lists every chat platform latch has, in the order the gateways
 // start and are listed. A new platform adds its row here.
-var Platforms = []Platform{TelegramPlatform, DiscordPlatform, SlackPlatform}
+var Platforms = []Platform{TelegramPlatform, DiscordPlatform, SlackPlatform, MatrixPlatform}
 
 // PlatformNamed returns the row of [Platforms] called name.
 func PlatformNamed(name string) (Platform, bool) {

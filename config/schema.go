@@ -19,6 +19,7 @@ type fileConfig struct {
 	Telegram   fileTelegram   `toml:"telegram"`
 	Discord    fileDiscord    `toml:"discord"`
 	Slack      fileSlack      `toml:"slack"`
+	Matrix     fileMatrix     `toml:"matrix"`
 	Agent      fileAgent      `toml:"agent"`
 	MCP        fileMCP        `toml:"mcp"`
 	Schedule   fileSchedule   `toml:"schedule"`
@@ -90,6 +91,14 @@ var schemaKeys = []string{
 	"slack.api_url",
 	"slack.allow_groups",
 	"slack.verbosity",
+	"matrix",
+	"matrix.homeserver",
+	"matrix.user_id",
+	"matrix.access_token",
+	"matrix.access_token_file",
+	"matrix.device_id",
+	"matrix.allow_groups",
+	"matrix.verbosity",
 	"agent",
 	"agent.workspace",
 	"agent.bash_timeout",

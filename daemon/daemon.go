@@ -367,6 +367,12 @@ func (d *Daemon) runGateway(ctx context.Context, g gateways.Gateway, started *sy
 	}
 	once()
 	if err := g.Run(ctx, d.hub); err != nil {
+		if errors.Is(err, gateways.ErrUnauthorized) && ctx.Err() == nil {
+			// A token revoked while running: as at Start, restarting
+			// cannot help (exit 78).
+			fatal <- fmt.Errorf("%w: %w", ErrConfig, err)
+			return
+		}
 		d.Log.Error("gateway stopped", logkey.Gateway, g.Name(), logkey.Err, err)
 	}
 }
@@ -383,7 +389,11 @@ func (d *Daemon) buildGateways() []gateways.Gateway {
 	var gws []gateways.Gateway
 	for _, p := range Platforms {
 		if p.Settings(d.Config).Enabled() {
-			gws = append(gws, p.New(d.Config, d.Log.With(logkey.Gateway, p.Name)))
+			g := p.New(d.Config, d.Log.With(logkey.Gateway, p.Name))
+			if u, ok := g.(gateways.VaultUser); ok {
+				u.UseVault(vault{d.db})
+			}
+			gws = append(gws, g)
 		}
 	}
 	return gws

@@ -6,6 +6,7 @@ import (
 	"github.com/latchd/latch/config"
 	"github.com/latchd/latch/gateways"
 	"github.com/latchd/latch/gateways/discord"
+	"github.com/latchd/latch/gateways/matrix"
 	"github.com/latchd/latch/gateways/slack"
 	"github.com/latchd/latch/gateways/telegram"
 )
@@ -49,6 +50,12 @@ var Platforms = []Platform{
 			c := cfg.Slack
 			return slack.New(slack.Config{AppToken: c.AppToken, BotToken: c.BotToken, APIURL: c.APIURL,
 				AllowGroups: c.AllowGroups, Verbosity: c.Verbosity}, log)
+		}},
+	{Platform: config.MatrixPlatform,
+		New: func(cfg *config.Config, log *slog.Logger) gateways.Gateway {
+			c := cfg.Matrix
+			return matrix.New(matrix.Config{Homeserver: c.Homeserver, UserID: c.UserID, AccessToken: c.Token,
+				DeviceID: c.DeviceID, AllowGroups: c.AllowGroups, Verbosity: c.Verbosity}, log)
 		}},
 }
 

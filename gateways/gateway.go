@@ -24,6 +24,8 @@ type (
 	PairLinker       = adapter.PairLinker
 	FileSender       = adapter.FileSender
 	TurnRenderer     = adapter.TurnRenderer
+	Vault            = adapter.Vault
+	VaultUser        = adapter.VaultUser
 )
 
 // Chat types and the forwarded label (gateways/adapter).

@@ -187,6 +187,24 @@ func (e rejectedError) Unwrap() []error { return []error{ErrRejected, e.err} }
 // credentials: retrying cannot help, so the daemon stops with a clear error.
 var ErrUnauthorized = errors.New("the platform rejected the bot token")
 
+// Vault is durable storage of a gateway's own, apart from the cursor: the
+// Matrix gateway keeps its end-to-end encryption state there (the
+// account's keys, the Olm and Megolm sessions). Each gateway has a space of
+// keys of its own.
+type Vault interface {
+	// Load returns every value stored for gateway.
+	Load(ctx context.Context, gateway string) (map[string][]byte, error)
+	// Save stores put and deletes del in one transaction; once it returns
+	// nil both are on disk.
+	Save(ctx context.Context, gateway string, put map[string][]byte, del []string) error
+}
+
+// VaultUser is implemented by gateways that keep state in a Vault; the
+// daemon hands theirs over before Start.
+type VaultUser interface {
+	UseVault(Vault)
+}
+
 // FileSender is implemented by gateways that can upload a file to a chat.
 type FileSender interface {
 	SendFile(ctx context.Context, chatID string, f turn.File, replyTo string) error

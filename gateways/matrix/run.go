@@ -1,0 +1,137 @@
+package matrix
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"maunium.net/go/mautrix"
+	"maunium.net/go/mautrix/id"
+
+	"github.com/latchd/latch/gateways/adapter"
+	"github.com/latchd/latch/gateways/internal/retry"
+)
+
+// filter is /sync's inline filter: no presence, no account data, the
+// timeline of each room bounded.
+const filter = `{"presence":{"not_types":["*"]},"account_data":{"not_types":["*"]},` +
+	`"room":{"timeline":{"limit":50},"account_data":{"not_types":["*"]},"ephemeral":{"not_types":["*"]}}}`
+
+// errUnknownToken explains the exit: the token was revoked or logged out.
+const unknownTokenHelp = "matrix: the homeserver no longer takes the access token (M_UNKNOWN_TOKEN: logged out or revoked); " +
+	"log the bot in again and put the new token in [matrix] access_token_file"
+
+// Run syncs until ctx ends. Each /sync's events are translated and handed
+// to Sink.Ingest with the response's next_batch as the cursor, in one
+// step; while Ingest fails the same batch is tried again, and the next
+// /sync starts only after it stored. A token the homeserver no longer
+// takes ends Run with ErrUnauthorized.
+func (g *Gateway) Run(ctx context.Context, sink adapter.Sink) error {
+	if g.cli == nil {
+		return errors.New(g.lastErr)
+	}
+	stored, err := sink.Cursor(ctx, g.Name())
+	if err != nil {
+		return err
+	}
+	cur := parseCursor(stored)
+	g.mu.Lock()
+	g.owner = cur.Owner
+	g.mu.Unlock()
+	bo := retry.Backoff{Min: g.cfg.MinBackoff, Max: g.cfg.MaxBackoff}
+	for {
+		resp, err := g.sync(ctx, cur.Batch)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if err != nil {
+			err = g.scrub(err)
+			g.noteErr(err)
+			if unauthorized(err) {
+				return errors.Join(adapter.ErrUnauthorized, errors.New(unknownTokenHelp+": "+err.Error()))
+			}
+			wait, limited := rateLimited(err)
+			if !limited {
+				wait = bo.Next()
+			}
+			g.log.Warn("sync failed; trying again", "err", err, "retry_in", wait)
+			if !retry.Sleep(ctx, wait) {
+				return ctx.Err()
+			}
+			continue
+		}
+		bo.Reset()
+		g.noteErr(nil)
+		next := cur.clone()
+		next.Batch = resp.NextBatch
+		msgs := g.translate(ctx, resp, &next, cur.Batch == "")
+		next.Owner = g.ownerNow()
+		if !g.ingestRetrying(ctx, sink, &cur, next, msgs) {
+			return ctx.Err()
+		}
+		g.answerInvites(ctx, resp)
+		if e := g.crypto(); e != nil {
+			e.afterSync(ctx, resp)
+		}
+	}
+}
+
+// sync makes one /sync, its long-poll bounded by SyncTimeout and the whole
+// request by requestTimeout on top (a homeserver that hangs is given up).
+func (g *Gateway) sync(ctx context.Context, since string) (*mautrix.RespSync, error) {
+	timeout := g.cfg.SyncTimeout
+	if since == "" {
+		timeout = 0 // the first sync only finds where "now" is
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout+requestTimeout)
+	defer cancel()
+	return g.cli.FullSyncRequest(ctx, mautrix.ReqSync{Timeout: int(timeout / time.Millisecond), Since: since, FilterID: filter})
+}
+
+// ingestRetrying stores msgs with the cursor next, trying again until it
+// works or ctx ends; it reports whether it worked.
+func (g *Gateway) ingestRetrying(ctx context.Context, sink adapter.Sink, cur *cursor, next cursor, msgs []adapter.Message) bool {
+	if len(msgs) == 0 && next.encode() == cur.encode() {
+		return true
+	}
+	bo := retry.Backoff{Min: g.cfg.MinBackoff, Max: g.cfg.MaxBackoff}
+	for {
+		err := sink.Ingest(ctx, g.Name(), next.encode(), msgs)
+		if err == nil {
+			*cur = next
+			return true
+		}
+		wait := bo.Next()
+		g.log.Warn("storing messages failed; trying again", "err", err, "retry_in", wait)
+		if !retry.Sleep(ctx, wait) {
+			return false
+		}
+	}
+}
+
+func (g *Gateway) ownerNow() owner {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.owner
+}
+
+func (g *Gateway) crypto() *e2ee {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.e2ee
+}
+
+// markOwner notes room as the latched one, its user the one latch last
+// took a message from there (who sent /pair).
+func (g *Gateway) markOwner(r id.RoomID) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.owner.Room == r {
+		return
+	}
+	o := owner{Room: r}
+	if x := g.rooms[r]; x != nil {
+		o.User = x.lastUser
+	}
+	g.owner = o
+}
