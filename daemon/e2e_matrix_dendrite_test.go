@@ -1,0 +1,304 @@
+package daemon
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"maunium.net/go/mautrix"
+	"maunium.net/go/mautrix/event"
+	"maunium.net/go/mautrix/id"
+
+	"github.com/latchd/latch/agent/provider/anthropic/anthropictest"
+	"github.com/latchd/latch/config"
+	"github.com/latchd/latch/gateways/matrix/dendritetest"
+)
+
+// The Matrix end-to-end tests run latch against a real homeserver
+// (Dendrite, see gateways/matrix/dendritetest) with the owner and a
+// stranger as mautrix clients, in unencrypted DMs here and in encrypted
+// ones with -tags goolm (e2e_matrix_dendrite_e2ee_test.go): things that
+// work against the fake and not against a real server are defects.
+
+// matrixWorld is one Dendrite with latch's account, an owner and a
+// stranger, and a latch home whose daemons use that account.
+type matrixWorld struct {
+	e         *env
+	s         *dendritetest.Server
+	bot       dendritetest.User
+	owner     *dendritetest.Client
+	stranger  *dendritetest.Client
+	model     *anthropictest.Server // in-process daemons' model
+	encrypted bool
+	ctx       context.Context
+}
+
+func newMatrixWorld(t *testing.T, encrypted bool) *matrixWorld {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	t.Cleanup(cancel)
+	s := dendritetest.Start(t, dendritetest.Options{})
+	w := &matrixWorld{e: newEnv(t), s: s, bot: s.Register(t, "latch"), encrypted: encrypted, ctx: ctx}
+	w.model = withModel(w.e) // sets e.tweak, which the Matrix settings extend
+	w.owner = s.Login(t, s.Register(t, "owner"))
+	w.stranger = s.Login(t, s.Register(t, "mallory"))
+	if encrypted {
+		w.owner.EnableE2EE(ctx)
+		w.stranger.EnableE2EE(ctx)
+	}
+	w.owner.Run()
+	w.stranger.Run()
+	prev := w.e.tweak
+	w.e.tweak = func(c *config.Config) {
+		if prev != nil {
+			prev(c)
+		}
+		c.Matrix.Homeserver, c.Matrix.UserID = s.URL, w.bot.UserID
+		c.Matrix.Token, c.Matrix.TokenSource, c.Matrix.DeviceID = w.bot.AccessToken, config.EnvMatrixToken, w.bot.DeviceID
+	}
+	w.e.childEnv = append(w.e.childEnv, config.EnvMatrixToken+"="+w.bot.AccessToken, config.EnvMatrixHomeserver+"="+s.URL)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("latch's log:\n%s", w.e.logs.String())
+		}
+		if strings.Contains(w.e.logs.String(), w.bot.AccessToken) {
+			t.Error("latch's Matrix access token is in the logs")
+		}
+		if u := append(w.owner.Undecrypted(), w.stranger.Undecrypted()...); len(u) > 0 {
+			t.Errorf("events the people could not decrypt: %v", u)
+		}
+	})
+	return w
+}
+
+// writeConfig writes the home's config.toml: the [matrix] section a child
+// daemon needs (the token and homeserver come from its environment), and
+// extra.
+func (w *matrixWorld) writeConfig(extra string) {
+	w.e.t.Helper()
+	text := fmt.Sprintf("[matrix]\nuser_id = %q\ndevice_id = %q\n\n%s", w.bot.UserID, w.bot.DeviceID, extra)
+	if err := os.WriteFile(filepath.Join(w.e.home, "config.toml"), []byte(text), 0o600); err != nil {
+		w.e.t.Fatal(err)
+	}
+}
+
+func (w *matrixWorld) botID() id.UserID { return id.UserID(w.bot.UserID) }
+
+// openDM has the owner open a DM with latch, as Element does, and waits
+// until latch joined it.
+func (w *matrixWorld) openDM() id.RoomID {
+	w.e.t.Helper()
+	dm := w.owner.CreateDM(w.ctx, w.botID(), w.encrypted)
+	w.owner.WaitFor(dm, 30*time.Second, "latch to join the DM", func() bool {
+		return w.owner.StateStore.IsInRoom(w.ctx, dm, w.botID())
+	})
+	return dm
+}
+
+// pair opens the owner's DM and pairs it with a code minted through the
+// control API.
+func (w *matrixWorld) pair() id.RoomID {
+	w.e.t.Helper()
+	dm := w.openDM()
+	w.owner.Say(w.ctx, dm, "/pair "+w.e.mintFor("matrix"))
+	w.reply(dm, "Paired")
+	return dm
+}
+
+// reply waits for latch's message in room containing want; in an
+// encrypted world it must have come encrypted.
+func (w *matrixWorld) reply(room id.RoomID, want string) dendritetest.Message {
+	w.e.t.Helper()
+	m := w.owner.WaitMessage(room, w.botID(), want)
+	if w.encrypted && !m.Encrypted {
+		w.e.t.Errorf("latch answered %q in the clear in an encrypted room", m.Content.Body)
+	}
+	return m
+}
+
+// fromBot counts latch's messages in room containing want.
+func (w *matrixWorld) fromBot(room id.RoomID, want string) int {
+	return w.owner.Count(room, w.botID(), want)
+}
+
+// botFile is latch's last file message in room, or nil.
+func (w *matrixWorld) botFile(room id.RoomID) *dendritetest.Message {
+	var file *dendritetest.Message
+	for _, m := range w.owner.Messages(room, w.botID()) {
+		switch m.Content.MsgType {
+		case event.MsgFile, event.MsgImage, event.MsgAudio, event.MsgVideo:
+			file = &m
+		}
+	}
+	return file
+}
+
+// TestDendriteMatrixStory: the whole story in an unencrypted DM.
+func TestDendriteMatrixStory(t *testing.T) { matrixStory(t, false) }
+
+// matrixStory: pairing by a minted code; !echo; an answer streamed by
+// m.replace edits; a send_file approval that a stranger's ✅ does not
+// answer and the owner's does, the file arriving byte for byte; a file from
+// the owner saved in the workspace; and a stranger, in the owner's room and
+// in a DM of their own, gets nothing: no reply, no read receipt, no typing,
+// their invite not accepted.
+func matrixStory(t *testing.T, encrypted bool) {
+	w := newMatrixWorld(t, encrypted)
+	ctx := w.ctx
+	model := w.model
+	w.e.start()
+	dm := w.pair()
+
+	w.owner.Say(ctx, dm, "!echo hi from matrix")
+	w.reply(dm, "hi from matrix")
+
+	// The stranger: invited by the owner into the paired room (they are
+	// another user of a room latch is in), and opening a DM of their own.
+	if _, err := w.owner.InviteUser(ctx, dm, &mautrix.ReqInviteUser{UserID: w.stranger.UserID}); err != nil {
+		t.Fatal(err)
+	}
+	w.stranger.WaitFor(dm, 30*time.Second, "the owner's invite", func() bool { return w.stranger.Invited(dm) })
+	if _, err := w.stranger.JoinRoomByID(ctx, dm); err != nil {
+		t.Fatal(err)
+	}
+	w.owner.WaitFor(dm, 30*time.Second, "the stranger's join", func() bool { return w.owner.StateStore.IsInRoom(ctx, dm, w.stranger.UserID) })
+	sdm := w.stranger.CreateDM(ctx, w.botID(), encrypted)
+	var strangerSaid []id.EventID
+	strangerSaid = append(strangerSaid, w.stranger.Say(ctx, dm, "!echo mallory-in-the-owners-room"))
+	strangerSaid = append(strangerSaid, w.stranger.Say(ctx, sdm, "!echo mallory-in-her-dm"))
+
+	// An answer that streams: its first pieces show, the rest arrives by
+	// editing that message.
+	answer := "The disk is 42% full. " + strings.Repeat("All services run normally. ", 8) + "Nothing needs attention."
+	model.Script(anthropictest.Text(answer).Chunk(20).PauseAfter(2, 3*time.Second))
+	w.owner.Say(ctx, dm, "how is the server?")
+	m := w.reply(dm, "Nothing needs attention.")
+	if m.Edits == 0 || !strings.Contains(m.Content.Body, answer) {
+		t.Errorf("streamed answer = %q after %d edits: want %q edited into place", m.Content.Body, m.Edits, answer)
+	}
+
+	// Approval by reaction, and a file out.
+	out := []byte("\x89PNG-not-really\x00data")
+	if err := os.WriteFile(filepath.Join(w.e.home, "workspace", "result.bin"), out, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	model.Script(
+		anthropictest.ToolUse("toolu_2", "send_file", `{"path":"result.bin"}`),
+		anthropictest.Text("Sent it."),
+	)
+	w.owner.Say(ctx, dm, "send me result.bin")
+	req := w.reply(dm, "send_file")
+	strangerSaid = append(strangerSaid, w.stranger.React(ctx, dm, req.ID, "✅"))
+	// Once /status, sent after it, is answered, the stranger's reaction has
+	// been handled: nothing was sent.
+	before := len(w.owner.Messages(dm, w.botID()))
+	w.owner.Say(ctx, dm, "/status")
+	w.owner.WaitFor(dm, 30*time.Second, "the answer to /status", func() bool { return len(w.owner.Messages(dm, w.botID())) > before })
+	if w.botFile(dm) != nil || w.fromBot(dm, "Sent it.") > 0 {
+		t.Fatalf("a stranger's ✅ approved the call:\n%s", w.owner.Describe(dm))
+	}
+	w.owner.React(ctx, dm, req.ID, "✅")
+	w.reply(dm, "Sent it.")
+	file := w.botFile(dm)
+	if file == nil {
+		t.Fatalf("no file from latch:\n%s", w.owner.Describe(dm))
+	}
+	if encrypted && file.Content.File == nil {
+		t.Errorf("the file came as a plain attachment in an encrypted room: %+v", file.Content)
+	}
+	if got, err := w.owner.Download(ctx, *file); err != nil || !bytes.Equal(got, out) {
+		t.Errorf("downloaded %q, %v; want %q", got, err, out)
+	}
+
+	// A file in.
+	content := []byte("%PDF-1.7\x00\x01binary\xffcontent")
+	model.Script(anthropictest.Text("Got your file."))
+	w.owner.SendFile(ctx, dm, "report.pdf", "application/pdf", content)
+	w.reply(dm, "Got your file.")
+	reqs := model.Requests()
+	body := string(reqs[len(reqs)-1].Body)
+	_, rest, ok := strings.Cut(body, "saved in the workspace as ")
+	if !ok {
+		t.Fatalf("the agent was not told about the file: %s", body)
+	}
+	rel := rest[:strings.IndexAny(rest, "]\\\"")]
+	if saved, err := os.ReadFile(filepath.Join(w.e.home, "workspace", rel)); err != nil || !bytes.Equal(saved, content) {
+		t.Errorf("saved %s = %q, %v; want %q", rel, saved, err, content)
+	}
+
+	// The stranger got nothing: an answer from the owner's later command
+	// shows everything before it was handled.
+	w.owner.Say(ctx, dm, "!echo last")
+	w.reply(dm, "last")
+	if n := w.fromBot(dm, "mallory"); n > 0 {
+		t.Errorf("latch answered the stranger %d times:\n%s", n, w.owner.Describe(dm))
+	}
+	for _, r := range w.owner.Receipts(dm, w.botID()) {
+		if slices.Contains(strangerSaid, r) {
+			t.Errorf("latch sent a read receipt for the stranger's event %s", r)
+		}
+	}
+	if w.stranger.Typed(sdm, w.botID()) || len(w.stranger.Messages(sdm, w.botID())) > 0 || len(w.stranger.Receipts(sdm, w.botID())) > 0 {
+		t.Errorf("latch typed, answered or sent a receipt in the stranger's DM:\n%s", w.stranger.Describe(sdm))
+	}
+	if w.stranger.StateStore.IsInRoom(ctx, sdm, w.botID()) {
+		t.Error("latch joined the stranger's DM")
+	}
+	w.stranger.WaitFor(sdm, 30*time.Second, "latch to decline the stranger's invite", func() bool {
+		return w.stranger.StateStore.IsMembership(ctx, sdm, w.botID(), event.MembershipLeave)
+	})
+}
+
+// TestDendriteMatrixKill9: kill -9 in the middle of a command. After the
+// restart the command is reported, not run again, and what the owner sent
+// while no daemon ran is answered exactly once.
+func TestDendriteMatrixKill9(t *testing.T) { matrixKill9(t, false) }
+
+func matrixKill9(t *testing.T, encrypted bool) {
+	w := newMatrixWorld(t, encrypted)
+	ctx := w.ctx
+	w.writeConfig("")
+	child := w.e.startChild()
+	dm := w.pair()
+	marker := filepath.Join(w.e.home, "ran")
+	pidfile := filepath.Join(w.e.home, "pgid")
+	w.owner.Say(ctx, dm, "!echo $$ > "+pidfile+"; echo x >> "+marker+"; sleep 30")
+	waitFor(t, func() bool { b, _ := os.ReadFile(marker); return len(b) > 0 })
+	child.Process.Kill()
+	child.Wait()
+	killGroup(pidfile)
+	w.owner.Say(ctx, dm, "!echo while-down")
+
+	w.e.startChild()
+	w.reply(dm, "interrupted by a restart")
+	w.reply(dm, "while-down")
+	w.owner.Say(ctx, dm, "!echo after")
+	w.reply(dm, "after")
+	if b, _ := os.ReadFile(marker); string(b) != "x\n" {
+		t.Errorf("marker = %q: the interrupted command ran again", b)
+	}
+	if n := w.fromBot(dm, "while-down"); n != 1 {
+		t.Errorf("the message sent while down was answered %d times:\n%s", n, w.owner.Describe(dm))
+	}
+	if n := w.fromBot(dm, "Paired"); n != 1 {
+		t.Errorf("the pairing was answered %d times:\n%s", n, w.owner.Describe(dm))
+	}
+}
+
+// killGroup kills the process group whose id a killed daemon's command
+// wrote to pidfile: the orphan would finish on its own, but not leave it.
+func killGroup(pidfile string) {
+	if b, err := os.ReadFile(pidfile); err == nil {
+		if pgid, _ := strconv.Atoi(strings.TrimSpace(string(b))); pgid > 1 {
+			syscall.Kill(-pgid, syscall.SIGKILL)
+		}
+	}
+}
