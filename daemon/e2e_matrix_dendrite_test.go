@@ -41,11 +41,11 @@ type matrixWorld struct {
 	ctx       context.Context
 }
 
-func newMatrixWorld(t *testing.T, encrypted bool) *matrixWorld {
+func newMatrixWorld(t *testing.T, encrypted bool, opt dendritetest.Options) *matrixWorld {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	t.Cleanup(cancel)
-	s := dendritetest.Start(t, dendritetest.Options{})
+	s := dendritetest.Start(t, opt)
 	w := &matrixWorld{e: newEnv(t), s: s, bot: s.Register(t, "latch"), encrypted: encrypted, ctx: ctx}
 	w.model = withModel(w.e) // sets e.tweak, which the Matrix settings extend
 	w.owner = s.Login(t, s.Register(t, "owner"))
@@ -151,7 +151,7 @@ func TestDendriteMatrixStory(t *testing.T) { matrixStory(t, false) }
 // in a DM of their own, gets nothing: no reply, no read receipt, no typing,
 // their invite not accepted.
 func matrixStory(t *testing.T, encrypted bool) {
-	w := newMatrixWorld(t, encrypted)
+	w := newMatrixWorld(t, encrypted, dendritetest.Options{})
 	ctx := w.ctx
 	model := w.model
 	w.e.start()
@@ -274,7 +274,7 @@ func matrixStory(t *testing.T, encrypted bool) {
 func TestDendriteMatrixKill9(t *testing.T) { matrixKill9(t, false) }
 
 func matrixKill9(t *testing.T, encrypted bool) {
-	w := newMatrixWorld(t, encrypted)
+	w := newMatrixWorld(t, encrypted, dendritetest.Options{})
 	ctx := w.ctx
 	w.writeConfig("")
 	child := w.e.startChild()
@@ -310,6 +310,43 @@ func killGroup(pidfile string) {
 	if b, err := os.ReadFile(pidfile); err == nil {
 		if pgid, _ := strconv.Atoi(strings.TrimSpace(string(b))); pgid > 1 {
 			syscall.Kill(-pgid, syscall.SIGKILL)
+		}
+	}
+}
+
+// TestDendriteMatrixRateLimited: with Dendrite's rate limits on (its
+// client API refuses typing, joins, invites and leaves past a few a second
+// per device with M_LIMIT_EXCEEDED), a flood of invites from strangers is
+// declined, every one, while the owner's commands and a streamed answer
+// (typing notices) still arrive, and no stranger hears anything.
+func TestDendriteMatrixRateLimited(t *testing.T) {
+	w := newMatrixWorld(t, false, dendritetest.Options{RateLimit: true, Threshold: 3, CooloffMS: 1000})
+	ctx := w.ctx
+	w.e.start()
+	dm := w.pair()
+
+	const strangers = 12
+	var rooms []id.RoomID
+	var people []*dendritetest.Client
+	for i := range strangers {
+		c := w.s.Login(t, w.s.Register(t, fmt.Sprintf("flood%d", i)))
+		c.Run()
+		room := c.CreateDM(ctx, w.botID(), false)
+		c.Say(ctx, room, "!echo flood")
+		people, rooms = append(people, c), append(rooms, room)
+	}
+	answer := "Streamed while strangers knock. " + strings.Repeat("Still fine. ", 10) + "Done."
+	w.model.Script(anthropictest.Text(answer).Chunk(16).PauseAfter(2, 2*time.Second))
+	w.owner.Say(ctx, dm, "status please")
+	w.reply(dm, "Done.")
+	w.owner.Say(ctx, dm, "!echo owner-still-heard")
+	w.reply(dm, "owner-still-heard")
+	for i, c := range people {
+		c.WaitFor(rooms[i], time.Minute, "latch to decline the invite", func() bool {
+			return c.StateStore.IsMembership(ctx, rooms[i], w.botID(), event.MembershipLeave)
+		})
+		if n := len(c.Messages(rooms[i], w.botID())); n > 0 || c.Typed(rooms[i], w.botID()) {
+			t.Errorf("stranger %d got %d messages (typing: %v)", i, n, c.Typed(rooms[i], w.botID()))
 		}
 	}
 }
