@@ -7,9 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -268,15 +266,16 @@ func matrixStory(t *testing.T, encrypted bool) {
 	})
 }
 
-// TestDendriteMatrixKill9: kill -9 in the middle of a command. After the
-// restart the command is reported, not run again, and what the owner sent
-// while no daemon ran is answered exactly once.
+// TestDendriteMatrixKill9: kill -9 in the middle of a command and in the
+// middle of an agent turn. After each restart the command is reported, not
+// run again, what the owner sent while no daemon ran is answered exactly
+// once, and the turn resumes from its last completed step.
 func TestDendriteMatrixKill9(t *testing.T) { matrixKill9(t, false) }
 
 func matrixKill9(t *testing.T, encrypted bool) {
 	w := newMatrixWorld(t, encrypted, dendritetest.Options{})
 	ctx := w.ctx
-	w.writeConfig("")
+	w.writeConfig(agentTOML(w.model.URL()))
 	child := w.e.startChild()
 	dm := w.pair()
 	marker := filepath.Join(w.e.home, "ran")
@@ -288,7 +287,7 @@ func matrixKill9(t *testing.T, encrypted bool) {
 	killGroup(pidfile)
 	w.owner.Say(ctx, dm, "!echo while-down")
 
-	w.e.startChild()
+	child = w.e.startChild()
 	w.reply(dm, "interrupted by a restart")
 	w.reply(dm, "while-down")
 	w.owner.Say(ctx, dm, "!echo after")
@@ -299,17 +298,25 @@ func matrixKill9(t *testing.T, encrypted bool) {
 	if n := w.fromBot(dm, "while-down"); n != 1 {
 		t.Errorf("the message sent while down was answered %d times:\n%s", n, w.owner.Describe(dm))
 	}
-	if n := w.fromBot(dm, "Paired"); n != 1 {
-		t.Errorf("the pairing was answered %d times:\n%s", n, w.owner.Describe(dm))
-	}
-}
 
-// killGroup kills the process group whose id a killed daemon's command
-// wrote to pidfile: the orphan would finish on its own, but not leave it.
-func killGroup(pidfile string) {
-	if b, err := os.ReadFile(pidfile); err == nil {
-		if pgid, _ := strconv.Atoi(strings.TrimSpace(string(b))); pgid > 1 {
-			syscall.Kill(-pgid, syscall.SIGKILL)
+	// Mid-turn: the agent's tool call is running.
+	toolMarker := filepath.Join(w.e.home, "workspace", "ran")
+	w.model.Script(anthropictest.ToolUse("toolu_1", "bash", `{"command":"echo $$ > pgid; echo x >> ran; sleep 30"}`))
+	w.owner.Say(ctx, dm, "run the long job")
+	waitFor(t, func() bool { b, _ := os.ReadFile(toolMarker); return len(b) > 0 })
+	child.Process.Kill()
+	child.Wait()
+	killGroup(filepath.Join(w.e.home, "workspace", "pgid"))
+	w.model.Script(anthropictest.Text("The job was cut by a restart. Shall I start it again?"))
+	w.e.startChild()
+	w.reply(dm, "continuing from the last completed step")
+	w.reply(dm, "Shall I start it again?")
+	if b, _ := os.ReadFile(toolMarker); string(b) != "x\n" {
+		t.Errorf("tool marker = %q: the tool call ran again", b)
+	}
+	for _, want := range []string{"Paired", "while-down", "Shall I start it again?"} {
+		if n := w.fromBot(dm, want); n != 1 {
+			t.Errorf("%q was answered %d times:\n%s", want, n, w.owner.Describe(dm))
 		}
 	}
 }
