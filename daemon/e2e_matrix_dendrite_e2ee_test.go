@@ -15,3 +15,7 @@ func TestDendriteE2EEStory(t *testing.T) { matrixStory(t, true) }
 
 // TestDendriteE2EEKill9: kill -9 mid-command in an encrypted DM.
 func TestDendriteE2EEKill9(t *testing.T) { matrixKill9(t, true) }
+
+// TestDendriteE2EELongAnswer: a long streamed answer in an encrypted DM,
+// where Megolm's base64 makes every event a third larger.
+func TestDendriteE2EELongAnswer(t *testing.T) { matrixLongAnswer(t, true) }

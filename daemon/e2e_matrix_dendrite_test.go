@@ -357,3 +357,34 @@ func TestDendriteMatrixRateLimited(t *testing.T) {
 		}
 	}
 }
+
+// TestDendriteMatrixLongAnswer: a long streamed answer, heavy with what
+// grows in JSON and HTML (markup characters, quotes, emoji), reaches the
+// owner whole and once, though an event is at most 65,536 bytes and an
+// edit carries the text twice.
+func TestDendriteMatrixLongAnswer(t *testing.T) { matrixLongAnswer(t, false) }
+
+func matrixLongAnswer(t *testing.T, encrypted bool) {
+	w := newMatrixWorld(t, encrypted, dendritetest.Options{})
+	ctx := w.ctx
+	w.e.start()
+	dm := w.pair()
+	const lines = 1200
+	var b strings.Builder
+	for i := range lines {
+		fmt.Fprintf(&b, "line %04d: <tag a=\"b\"> & 'q' ✅ ünï \\ </tag>\n", i)
+	}
+	b.WriteString("The end.")
+	w.model.Script(anthropictest.Text(b.String()).Chunk(4000).PauseAfter(3, 2*time.Second))
+	w.owner.Say(ctx, dm, "a long one, please")
+	w.reply(dm, "The end.")
+	var all strings.Builder
+	for _, m := range w.owner.Messages(dm, w.botID()) {
+		all.WriteString(m.Content.Body)
+	}
+	for i := range lines {
+		if n := strings.Count(all.String(), fmt.Sprintf("line %04d:", i)); n != 1 {
+			t.Fatalf("line %d shows %d times in latch's messages (%d bytes in all)", i, n, all.Len())
+		}
+	}
+}
