@@ -3,6 +3,7 @@ package daemon
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/latchd/latch/agent/provider/anthropic/anthropictest"
 	"github.com/latchd/latch/config"
+	"github.com/latchd/latch/gateways"
 	"github.com/latchd/latch/gateways/matrix/dendritetest"
 )
 
@@ -386,5 +388,34 @@ func matrixLongAnswer(t *testing.T, encrypted bool) {
 		if n := strings.Count(all.String(), fmt.Sprintf("line %04d:", i)); n != 1 {
 			t.Fatalf("line %d shows %d times in latch's messages (%d bytes in all)", i, n, all.Len())
 		}
+	}
+}
+
+// TestDendriteMatrixTokenRevoked: the bot's access token logged out on
+// the server while latch runs (M_UNKNOWN_TOKEN on the next call) stops
+// the daemon with a configuration error, which restarting cannot fix (exit
+// 78), saying so without the token.
+func TestDendriteMatrixTokenRevoked(t *testing.T) {
+	w := newMatrixWorld(t, false, dendritetest.Options{})
+	r := w.e.start()
+	w.pair()
+	bot, err := mautrix.NewClient(w.s.URL, w.botID(), w.bot.AccessToken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bot.Logout(w.ctx); err != nil {
+		t.Fatalf("log the bot's device out: %v", err)
+	}
+	select {
+	case err := <-r.done:
+		close(r.done)
+		if !errors.Is(err, ErrConfig) || !errors.Is(err, gateways.ErrUnauthorized) {
+			t.Fatalf("after the token was revoked the daemon ended with %v; want a configuration error, unauthorized", err)
+		}
+		if strings.Contains(err.Error(), w.bot.AccessToken) {
+			t.Errorf("the error shows the token: %v", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the daemon still runs a minute after its token was revoked")
 	}
 }
