@@ -187,6 +187,12 @@ func (g *Gateway) Start(ctx context.Context) error {
 	g.mu.Unlock()
 	if g.cfg.Vault != nil && dev != "" {
 		e, err := openE2EE(ctx, g, g.cfg.Vault)
+		if errors.Is(err, adapter.ErrRejected) {
+			// The device has other keys on the homeserver (latch.db lost
+			// or another client on this device): a new login is needed.
+			return errors.Join(adapter.ErrUnauthorized, errors.New("matrix: the homeserver refused this device's encryption keys ("+
+				g.scrub(err).Error()+"); log the bot in again for a new device and set [matrix] device_id and the new access token"))
+		}
 		if err != nil {
 			return errors.New("matrix: end-to-end encryption: " + g.scrub(err).Error())
 		}

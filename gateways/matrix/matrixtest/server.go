@@ -14,6 +14,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -61,8 +62,9 @@ type roomState struct {
 
 // Server is the fake homeserver.
 type Server struct {
-	srv   *httptest.Server
-	token string
+	srv    *httptest.Server
+	tokens map[string]account     // by access token
+	keys   map[string]*deviceKeys // by user|device
 
 	mu       sync.Mutex
 	wake     chan struct{}
@@ -83,14 +85,34 @@ type streamItem struct {
 	room   string
 	ev     Event
 	invite bool
+	// to-device: for the device of user
+	toUser, toDevice string
+}
+
+type account struct{ user, device string }
+
+// deviceKeys is what a device uploaded: its signed keys and its unused
+// one-time keys.
+type deviceKeys struct {
+	device   json.RawMessage
+	otks     map[string]json.RawMessage
+	fallback map[string]json.RawMessage
 }
 
 // New starts a fake on loopback that takes token as the bot's.
 func New(token string) *Server {
-	s := &Server{token: token, wake: make(chan struct{}), rooms: map[string]*roomState{}, invites: map[string]streamItem{},
+	s := &Server{tokens: map[string]account{token: {Bot, BotDevice}}, keys: map[string]*deviceKeys{}, wake: make(chan struct{}), rooms: map[string]*roomState{}, invites: map[string]streamItem{},
 		txns: map[string]string{}, media: map[string][]byte{}, faults: map[string][]Fault{}, stopHang: make(chan struct{})}
 	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
 	return s
+}
+
+// AddUser lets user log in with token on device (an end-to-end
+// encryption peer in the tests).
+func (s *Server) AddUser(user, device, token string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.tokens[token] = account{user, device}
 }
 
 // URL is the homeserver's base.
@@ -302,6 +324,12 @@ func endpointOf(method, path string) string {
 		return "leave"
 	case strings.Contains(p, "/typing/"):
 		return "typing"
+	case strings.HasSuffix(p, "/keys/upload"):
+		return "upload-keys"
+	case strings.HasSuffix(p, "/keys/query"):
+		return "query-keys"
+	case strings.HasSuffix(p, "/keys/claim"):
+		return "claim-keys"
 	case strings.Contains(p, "/upload"):
 		return "upload"
 	case strings.Contains(p, "/media/download/"):
@@ -310,8 +338,8 @@ func endpointOf(method, path string) string {
 		return "members"
 	case strings.Contains(p, "/state/"):
 		return "state"
-	case strings.Contains(p, "/keys/"), strings.Contains(p, "/sendToDevice/"):
-		return "keys"
+	case strings.Contains(p, "/sendToDevice/"):
+		return "to-device"
 	}
 	return method + " " + p
 }
@@ -358,7 +386,8 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	tok := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
-	if revoked || subtle.ConstantTimeCompare([]byte(tok), []byte(s.token)) != 1 {
+	who, known := s.who(tok)
+	if revoked && who.user == Bot || !known {
 		writeErr(w, Fault{Status: 401, ErrCode: "M_UNKNOWN_TOKEN"})
 		return
 	}
@@ -369,18 +398,26 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	parts := strings.Split(strings.TrimPrefix(r.URL.Path, "/_matrix/client/v3/"), "/")
 	switch ep {
 	case "whoami":
-		writeJSON(w, map[string]any{"user_id": Bot, "device_id": BotDevice})
+		writeJSON(w, map[string]any{"user_id": who.user, "device_id": who.device})
 	case "sync":
-		s.sync(w, r)
+		s.sync(w, r, who)
+	case "upload-keys":
+		s.uploadKeys(w, who, body)
+	case "query-keys":
+		s.queryKeys(w, body)
+	case "claim-keys":
+		s.claimKeys(w, body)
+	case "to-device":
+		s.sendToDevice(w, who, parts[1], body)
 	case "join":
-		s.member(parts[1], true)
+		s.member(parts[1], who.user, true)
 		writeJSON(w, map[string]any{"room_id": parts[1]})
 	case "leave":
-		s.member(parts[1], false)
+		s.member(parts[1], who.user, false)
 		writeJSON(w, map[string]any{})
 	case "send":
-		s.send(w, parts[1], parts[3], parts[4], body)
-	case "typing", "keys":
+		s.send(w, who.user, parts[1], parts[3], parts[4], body)
+	case "typing":
 		writeJSON(w, map[string]any{})
 	case "members":
 		s.members(w, parts[1])
@@ -425,15 +462,17 @@ func (s *Server) Upload(data []byte) string {
 	return "mxc://" + Domain + "/" + mid
 }
 
-func (s *Server) member(roomID string, join bool) {
+func (s *Server) member(roomID, user string, join bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	delete(s.invites, roomID)
+	if user == Bot {
+		delete(s.invites, roomID)
+	}
 	r := s.roomLocked(roomID)
 	if join {
-		r.members[Bot] = true
+		r.members[user] = true
 	} else {
-		delete(r.members, Bot)
+		delete(r.members, user)
 	}
 }
 
@@ -449,20 +488,21 @@ func (s *Server) members(w http.ResponseWriter, roomID string) {
 	writeJSON(w, map[string]any{"joined": joined})
 }
 
-func (s *Server) send(w http.ResponseWriter, roomID, typ, txn string, body []byte) {
+func (s *Server) send(w http.ResponseWriter, sender, roomID, typ, txn string, body []byte) {
 	s.mu.Lock()
+	txn = sender + "|" + txn
 	if id, ok := s.txns[txn]; ok {
 		s.mu.Unlock()
 		writeJSON(w, map[string]any{"event_id": id})
 		return
 	}
-	if r := s.rooms[roomID]; r == nil || !r.members[Bot] {
+	if r := s.rooms[roomID]; r == nil || !r.members[sender] {
 		s.mu.Unlock()
 		writeErr(w, Fault{Status: 403})
 		return
 	}
 	s.mu.Unlock()
-	id := s.append(roomID, Event{Type: typ, Sender: Bot, Content: json.RawMessage(body)})
+	id := s.append(roomID, Event{Type: typ, Sender: sender, Content: json.RawMessage(body)})
 	s.mu.Lock()
 	s.txns[txn] = id
 	s.mu.Unlock()
@@ -471,7 +511,7 @@ func (s *Server) send(w http.ResponseWriter, roomID, typ, txn string, body []byt
 
 // sync serves what happened after since (a position in the stream) in the
 // rooms the bot is in, and the pending invites, waiting up to timeout.
-func (s *Server) sync(w http.ResponseWriter, r *http.Request) {
+func (s *Server) sync(w http.ResponseWriter, r *http.Request, who account) {
 	since, _ := strconv.Atoi(r.URL.Query().Get("since"))
 	timeout, _ := strconv.Atoi(r.URL.Query().Get("timeout"))
 	deadline := time.After(time.Duration(timeout) * time.Millisecond)
@@ -479,7 +519,7 @@ func (s *Server) sync(w http.ResponseWriter, r *http.Request) {
 		s.mu.Lock()
 		hang, wake, n := s.hang, s.wake, len(s.stream)
 		s.mu.Unlock()
-		if hang {
+		if hang && who.user == Bot {
 			select {
 			case <-r.Context().Done():
 			case <-s.stopHang:
@@ -502,15 +542,25 @@ func (s *Server) sync(w http.ResponseWriter, r *http.Request) {
 	defer s.mu.Unlock()
 	join := map[string]any{}
 	invite := map[string]any{}
+	toDevice := []Event{}
 	for _, it := range s.stream[min(since, len(s.stream)):] {
+		if it.toUser != "" {
+			if it.toUser == who.user && it.toDevice == who.device {
+				toDevice = append(toDevice, it.ev)
+			}
+			continue
+		}
 		if it.invite {
+			if who.user != Bot {
+				continue
+			}
 			if inv, ok := s.invites[it.room]; ok {
 				invite[it.room] = map[string]any{"invite_state": map[string]any{"events": []Event{inv.ev}}}
 			}
 			continue
 		}
 		rs := s.rooms[it.room]
-		if rs == nil || !rs.members[Bot] {
+		if rs == nil || !rs.members[who.user] {
 			continue
 		}
 		jr, _ := join[it.room].(map[string]any)
@@ -521,7 +571,12 @@ func (s *Server) sync(w http.ResponseWriter, r *http.Request) {
 		tl := jr["timeline"].(map[string]any)
 		tl["events"] = append(tl["events"].([]Event), it.ev)
 	}
-	writeJSON(w, map[string]any{"next_batch": strconv.Itoa(len(s.stream)), "rooms": map[string]any{"join": join, "invite": invite}})
+	otks := 0
+	if k := s.keys[who.user+"|"+who.device]; k != nil {
+		otks = len(k.otks)
+	}
+	writeJSON(w, map[string]any{"next_batch": strconv.Itoa(len(s.stream)), "rooms": map[string]any{"join": join, "invite": invite},
+		"to_device": map[string]any{"events": toDevice}, "device_one_time_keys_count": map[string]any{"signed_curve25519": otks}})
 }
 
 // Sent is one message the bot sent, as a client shows it: its last edit.
@@ -573,4 +628,127 @@ func (s *Server) Media(mxc string) []byte {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.media[mxc[strings.LastIndex(mxc, "/")+1:]]
+}
+
+// who is the account of an access token.
+func (s *Server) who(tok string) (account, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for t, a := range s.tokens {
+		if subtle.ConstantTimeCompare([]byte(tok), []byte(t)) == 1 {
+			return a, true
+		}
+	}
+	return account{}, false
+}
+
+func (s *Server) uploadKeys(w http.ResponseWriter, who account, body []byte) {
+	var req struct {
+		DeviceKeys json.RawMessage            `json:"device_keys"`
+		OTKs       map[string]json.RawMessage `json:"one_time_keys"`
+		Fallback   map[string]json.RawMessage `json:"fallback_keys"`
+	}
+	if json.Unmarshal(body, &req) != nil {
+		writeErr(w, Fault{Status: 400, ErrCode: "M_BAD_JSON"})
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := s.keys[who.user+"|"+who.device]
+	if k == nil {
+		k = &deviceKeys{otks: map[string]json.RawMessage{}, fallback: map[string]json.RawMessage{}}
+		s.keys[who.user+"|"+who.device] = k
+	}
+	if len(req.DeviceKeys) > 0 && string(req.DeviceKeys) != "null" {
+		if k.device != nil && !jsonEqual(k.device, req.DeviceKeys) {
+			writeErr(w, Fault{Status: 400, ErrCode: "M_INVALID_PARAM"})
+			return
+		}
+		k.device = req.DeviceKeys
+	}
+	for id, v := range req.OTKs {
+		k.otks[id] = v
+	}
+	for id, v := range req.Fallback {
+		k.fallback[id] = v
+	}
+	writeJSON(w, map[string]any{"one_time_key_counts": map[string]any{"signed_curve25519": len(k.otks)}})
+}
+
+func jsonEqual(a, b json.RawMessage) bool {
+	var x, y any
+	json.Unmarshal(a, &x)
+	json.Unmarshal(b, &y)
+	return fmt.Sprint(x) == fmt.Sprint(y)
+}
+
+func (s *Server) queryKeys(w http.ResponseWriter, body []byte) {
+	var req struct {
+		DeviceKeys map[string][]string `json:"device_keys"`
+	}
+	json.Unmarshal(body, &req)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[string]map[string]json.RawMessage{}
+	for user := range req.DeviceKeys {
+		out[user] = map[string]json.RawMessage{}
+		for key, k := range s.keys {
+			u, dev, _ := strings.Cut(key, "|")
+			if u == user && k.device != nil {
+				out[user][dev] = k.device
+			}
+		}
+	}
+	writeJSON(w, map[string]any{"device_keys": out})
+}
+
+func (s *Server) claimKeys(w http.ResponseWriter, body []byte) {
+	var req struct {
+		OTKs map[string]map[string]string `json:"one_time_keys"`
+	}
+	json.Unmarshal(body, &req)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[string]map[string]map[string]json.RawMessage{}
+	for user, devs := range req.OTKs {
+		out[user] = map[string]map[string]json.RawMessage{}
+		for dev := range devs {
+			k := s.keys[user+"|"+dev]
+			if k == nil {
+				continue
+			}
+			ids := make([]string, 0, len(k.otks))
+			for id := range k.otks {
+				ids = append(ids, id)
+			}
+			sort.Strings(ids)
+			switch {
+			case len(ids) > 0:
+				out[user][dev] = map[string]json.RawMessage{ids[0]: k.otks[ids[0]]}
+				delete(k.otks, ids[0])
+			case len(k.fallback) > 0:
+				out[user][dev] = k.fallback
+			}
+		}
+	}
+	writeJSON(w, map[string]any{"one_time_keys": out})
+}
+
+func (s *Server) sendToDevice(w http.ResponseWriter, who account, typ string, body []byte) {
+	var req struct {
+		Messages map[string]map[string]json.RawMessage `json:"messages"`
+	}
+	if json.Unmarshal(body, &req) != nil {
+		writeErr(w, Fault{Status: 400, ErrCode: "M_BAD_JSON"})
+		return
+	}
+	s.mu.Lock()
+	for user, devs := range req.Messages {
+		for dev, c := range devs {
+			s.stream = append(s.stream, streamItem{toUser: user, toDevice: dev, ev: Event{Type: typ, Sender: who.user, Content: c}})
+		}
+	}
+	s.mu.Unlock()
+	s.poke()
+	writeJSON(w, map[string]any{})
 }
