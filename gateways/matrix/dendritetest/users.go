@@ -105,3 +105,25 @@ func (s *Server) call(ctx context.Context, method, path string, body, out any) e
 	}
 	return json.Unmarshal(b, out)
 }
+
+// NewDevice logs u in again with its password: the same account on a
+// second device (a phone beside the desktop), with a token of its own.
+func (s *Server) NewDevice(t testing.TB, u User) User {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	req := map[string]any{
+		"type":       "m.login.password",
+		"identifier": map[string]string{"type": "m.id.user", "user": u.UserID},
+		"password":   u.Password,
+	}
+	var resp struct {
+		UserID      string `json:"user_id"`
+		AccessToken string `json:"access_token"`
+		DeviceID    string `json:"device_id"`
+	}
+	if err := s.call(ctx, http.MethodPost, "/_matrix/client/v3/login", req, &resp); err != nil {
+		t.Fatalf("log %s in on a new device: %v", u.UserID, err)
+	}
+	return User{UserID: resp.UserID, AccessToken: resp.AccessToken, DeviceID: resp.DeviceID, Password: u.Password}
+}
