@@ -153,7 +153,8 @@ func TestDendriteMatrixStory(t *testing.T) { matrixStory(t, false) }
 
 // matrixStory: pairing by a minted code; !echo; an answer streamed by
 // m.replace edits; a send_file approval that a stranger's ✅ does not
-// answer and the owner's does, the file arriving byte for byte; a file from
+// answer and the owner's does, the file arriving byte for byte; a bash call
+// the owner's ❌ denies; a file from
 // the owner saved in the workspace; and a stranger, in the owner's room and
 // in a DM of their own, gets nothing: no reply, no read receipt, no typing,
 // their invite not accepted.
@@ -229,6 +230,19 @@ func matrixStory(t *testing.T, encrypted bool) {
 	}
 	if got, err := w.owner.Download(ctx, *file); err != nil || !bytes.Equal(got, out) {
 		t.Errorf("downloaded %q, %v; want %q", got, err, out)
+	}
+
+	// ❌ denies: the command never runs.
+	model.Script(
+		anthropictest.ToolUse("toolu_3", "bash", `{"command":"echo no > denied.txt"}`),
+		anthropictest.Text("Understood, not run."),
+	)
+	w.owner.Say(ctx, dm, "make denied.txt")
+	deny := w.reply(dm, "denied.txt")
+	w.owner.React(ctx, dm, deny.ID, "❌")
+	w.reply(dm, "Understood, not run.")
+	if _, err := os.Stat(filepath.Join(w.e.home, "workspace", "denied.txt")); err == nil {
+		t.Error("the call the owner denied with ❌ ran")
 	}
 
 	// A file in.
