@@ -154,7 +154,8 @@ func TestDendriteMatrixStory(t *testing.T) { matrixStory(t, false) }
 // matrixStory: pairing by a minted code; !echo; an answer streamed by
 // m.replace edits; a send_file approval that a stranger's ✅ does not
 // answer and the owner's does, the file arriving byte for byte; a bash call
-// the owner's ❌ denies; a file from
+// the owner's ❌ denies, and the owner's ✅ from another room does not
+// answer; a file from
 // the owner saved in the workspace; and a stranger, in the owner's room and
 // in a DM of their own, gets nothing: no reply, no read receipt, no typing,
 // their invite not accepted.
@@ -211,6 +212,12 @@ func matrixStory(t *testing.T, encrypted bool) {
 	w.owner.Say(ctx, dm, "send me result.bin")
 	req := w.reply(dm, "send_file")
 	strangerSaid = append(strangerSaid, w.stranger.React(ctx, dm, req.ID, "✅"))
+	// The owner's ✅ from another room, its relation pointing at the
+	// request across rooms, is nothing either; nor is a command there: the
+	// latch binds the room as well as the user.
+	other := w.openDM()
+	w.owner.React(ctx, other, req.ID, "✅")
+	w.owner.Say(ctx, other, "!echo in-another-room")
 	// Once /status, sent after it, is answered, the stranger's reaction has
 	// been handled: nothing was sent.
 	before := len(w.owner.Messages(dm, w.botID()))
@@ -265,6 +272,9 @@ func matrixStory(t *testing.T, encrypted bool) {
 	// shows everything before it was handled.
 	w.owner.Say(ctx, dm, "!echo last")
 	w.reply(dm, "last")
+	if n := len(w.owner.Messages(other, w.botID())); n > 0 {
+		t.Errorf("latch answered %d times in a room that is not the latched one:\n%s", n, w.owner.Describe(other))
+	}
 	if n := w.fromBot(dm, "mallory"); n > 0 {
 		t.Errorf("latch answered the stranger %d times:\n%s", n, w.owner.Describe(dm))
 	}
