@@ -127,9 +127,6 @@ func (l Loader) applyMatrixEnv(cfg *Config, secrets *[]string) []error {
 	if err := l.sectionAPIURL(EnvMatrixHomeserver, to); err != nil {
 		errs = append(errs, err)
 	}
-	if cfg.Matrix.Token != "" && cfg.Matrix.Homeserver == "" {
-		errs = append(errs, errors.New("[matrix] needs homeserver (the client-server API's URL, e.g. https://matrix.example.org)"))
-	}
 	return errs
 }
 

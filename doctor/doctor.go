@@ -110,6 +110,7 @@ var steps = []step{
 	{"telegram", true, (*run).checkTelegram},
 	{"webhook", true, (*run).checkWebhook},
 	{"slack", true, (*run).checkSlack},
+	{"matrix", true, (*run).checkMatrix},
 	{"model", true, (*run).checkModel},
 	{"mcp", true, (*run).checkMCP},
 	{"service", true, (*run).checkService},

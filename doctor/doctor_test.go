@@ -36,7 +36,7 @@ func TestHealthyHome(t *testing.T) {
 	if !rep.OK {
 		t.Errorf("report not OK: %+v", rep.Checks)
 	}
-	want := map[string]Status{"daemon": Warn, "mcp": Skip, "slack": Skip} // no daemon runs in this test, no MCP server or Slack app is configured
+	want := map[string]Status{"daemon": Warn, "mcp": Skip, "slack": Skip, "matrix": Skip} // no daemon runs in this test, no MCP server, Slack app or Matrix account is configured
 	for _, c := range rep.Checks {
 		if w := cmpOr(want[c.Name], OK); c.Status != w {
 			t.Errorf("%s: %s (%q, fix %q), want %s", c.Name, c.Status, c.Detail, c.Fix, w)

@@ -257,7 +257,7 @@ func assertNoSecrets(t *testing.T, rep Report) {
 	}
 }
 
-var allChecks = []string{"home", "config", "secret", "database", "daemon", "workspace", "telegram", "webhook", "slack", "model", "mcp", "service"}
+var allChecks = []string{"home", "config", "secret", "database", "daemon", "workspace", "telegram", "webhook", "slack", "matrix", "model", "mcp", "service"}
 
 func names(rep Report) []string {
 	var out []string

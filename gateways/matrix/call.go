@@ -27,7 +27,7 @@ const (
 // refused the request itself.
 func (g *Gateway) call(ctx context.Context, fn func(context.Context) error) error {
 	for waits := 0; ; waits++ {
-		cctx, cancel := context.WithTimeout(ctx, requestTimeout)
+		cctx, cancel := context.WithTimeout(ctx, g.cfg.RequestTimeout)
 		err := fn(cctx)
 		cancel()
 		if wait, ok := rateLimited(err); ok && waits < maxRateWaits {

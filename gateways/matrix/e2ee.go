@@ -74,6 +74,7 @@ type e2ee struct {
 	out     map[id.RoomID]*outbound
 	devices map[id.UserID]map[id.DeviceID]device
 	seenIdx map[string]id.EventID // session/index → event
+	members map[id.RoomID]members
 	lastOTK time.Time
 }
 
@@ -114,7 +115,7 @@ func openE2EE(ctx context.Context, g *Gateway, v adapter.Vault) (*e2ee, error) {
 		return nil, fmt.Errorf("reading the keys: %w", err)
 	}
 	e := &e2ee{g: g, v: v, olm: map[id.Curve25519][]olm.Session{}, in: map[string]*inbound{}, out: map[id.RoomID]*outbound{},
-		devices: map[id.UserID]map[id.DeviceID]device{}, seenIdx: map[string]id.EventID{}}
+		devices: map[id.UserID]map[id.DeviceID]device{}, seenIdx: map[string]id.EventID{}, members: map[id.RoomID]members{}}
 	if p := stored[vaultAccount]; p != nil {
 		if e.acc, err = account.AccountFromPickled(p, pickleKey); err != nil {
 			return nil, fmt.Errorf("the stored account does not load: %w", err)
@@ -588,25 +589,15 @@ func (e *e2ee) outboundFor(ctx context.Context, rid id.RoomID) (*outbound, error
 // share sends the session key to the devices of the room's members that
 // do not have it yet (latch's own device aside).
 func (e *e2ee) share(ctx context.Context, rid id.RoomID, out *outbound) error {
-	var jm *mautrix.RespJoinedMembers
-	err := e.g.call(ctx, func(ctx context.Context) (err error) {
-		jm, err = e.g.cli.JoinedMembers(ctx, rid)
-		return err
-	})
+	users, err := e.membersOf(ctx, rid)
 	if err != nil {
 		return err
 	}
-	users := make([]id.UserID, 0, len(jm.Joined))
-	for u := range jm.Joined {
-		users = append(users, u)
-	}
-	sort.Slice(users, func(i, j int) bool { return users[i] < users[j] })
 	devs, err := e.devicesOf(ctx, users)
 	if err != nil {
 		return err
 	}
 	var need []target
-	e.g.log.Debug("sharing a room key", "chat", string(rid), "users", len(users), "devices", len(devs))
 	e.mu.Lock()
 	for _, u := range users {
 		for _, d := range devs[u] {
@@ -622,6 +613,7 @@ func (e *e2ee) share(ctx context.Context, rid id.RoomID, out *outbound) error {
 	if len(need) == 0 {
 		return nil
 	}
+	e.g.log.Debug("sharing a room key", "chat", string(rid), "devices", len(need))
 	if err := e.ensureOlm(ctx, need); err != nil {
 		return err
 	}
@@ -659,6 +651,57 @@ func (e *e2ee) share(ctx context.Context, rid id.RoomID, out *outbound) error {
 	}
 	return e.saveOut(ctx, rid, out)
 }
+
+// membersOf returns a room's joined members, from the cache while it is
+// fresh (forgetMembers drops it on a membership change).
+func (e *e2ee) membersOf(ctx context.Context, rid id.RoomID) ([]id.UserID, error) {
+	e.mu.Lock()
+	m, ok := e.members[rid]
+	e.mu.Unlock()
+	if ok && time.Since(m.at) < membersFor {
+		return m.users, nil
+	}
+	var jm *mautrix.RespJoinedMembers
+	err := e.g.call(ctx, func(ctx context.Context) (err error) {
+		jm, err = e.g.cli.JoinedMembers(ctx, rid)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	users := make([]id.UserID, 0, len(jm.Joined))
+	for u := range jm.Joined {
+		users = append(users, u)
+	}
+	sort.Slice(users, func(i, j int) bool { return users[i] < users[j] })
+	e.mu.Lock()
+	if len(e.members) >= maxRooms {
+		clear(e.members)
+	}
+	e.members[rid] = members{users, time.Now()}
+	e.mu.Unlock()
+	return users, nil
+}
+
+// forgetMembers drops a room's cached members: someone joined or left.
+func (e *e2ee) forgetMembers(rid id.RoomID) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if _, ok := e.members[rid]; ok {
+		delete(e.members, rid)
+		if o := e.out[rid]; o != nil {
+			o.Count = rotateAfter // someone may have left: a new session
+		}
+	}
+}
+
+type members struct {
+	users []id.UserID
+	at    time.Time
+}
+
+// membersFor is how long a room's members are taken as known.
+const membersFor = 5 * time.Minute
 
 type target struct {
 	user id.UserID

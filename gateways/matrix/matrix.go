@@ -54,8 +54,9 @@ type Config struct {
 	// room (0: 1.5 s; the homeserver's rate limit, typically a few
 	// events a second with a burst, is the bound).
 	EditInterval time.Duration
-	// SyncTimeout is /sync's long-poll (0: 30 s).
-	SyncTimeout time.Duration
+	// SyncTimeout is /sync's long-poll (0: 30 s); RequestTimeout bounds
+	// every call, /sync on top of its long-poll (0: 30 s).
+	SyncTimeout, RequestTimeout time.Duration
 	// MaxFile caps a file sent to latch (0: 20 MiB).
 	MaxFile int64
 	// Vault keeps the end-to-end encryption state; nil: encrypted rooms
@@ -131,8 +132,11 @@ func New(cfg Config, log *slog.Logger) *Gateway {
 	if cfg.MaxFile <= 0 {
 		cfg.MaxFile = defaultMaxFile
 	}
+	if cfg.RequestTimeout <= 0 {
+		cfg.RequestTimeout = requestTimeout
+	}
 	cfg.MinBackoff, cfg.MaxBackoff = retry.Limits(cfg.MinBackoff, cfg.MaxBackoff)
-	g := &Gateway{cfg: cfg, log: log.With("gateway", "matrix"), rooms: map[id.RoomID]*room{},
+	g := &Gateway{cfg: cfg, log: log, rooms: map[id.RoomID]*room{},
 		buttons: map[id.EventID]approvalMsg{}, edits: map[id.RoomID]time.Time{}, dirty: make(chan struct{}, 1),
 		forms: redact.URLForms(cfg.AccessToken)}
 	cli, err := mautrix.NewClient(strings.TrimSuffix(cfg.Homeserver, "/"), id.UserID(cfg.UserID), cfg.AccessToken)
@@ -143,11 +147,13 @@ func New(cfg Config, log *slog.Logger) *Gateway {
 	cli.DeviceID = id.DeviceID(cfg.DeviceID)
 	// latch waits out 429s itself (call) and retries /sync itself (Run).
 	cli.DefaultHTTPRetries, cli.IgnoreRateLimit = 0, true
-	cli.Client = &http.Client{Timeout: requestTimeout + cfg.SyncTimeout}
+	cli.Client = &http.Client{Timeout: cfg.RequestTimeout + cfg.SyncTimeout}
 	cli.UserAgent = "latch"
 	g.cli = cli
 	return g
 }
+
+const errNoHomeserver = "matrix: [matrix] homeserver is not set (the client-server API's URL, e.g. https://matrix.example.org)"
 
 // Name is "matrix".
 func (g *Gateway) Name() string { return "matrix" }
@@ -156,6 +162,10 @@ func (g *Gateway) Name() string { return "matrix" }
 // with a Vault sets up end-to-end encryption: the account's keys are
 // created and stored before they are uploaded.
 func (g *Gateway) Start(ctx context.Context) error {
+	if g.cfg.Homeserver == "" {
+		// Restarting cannot help: a configuration error (exit 78).
+		return errors.Join(adapter.ErrUnauthorized, errors.New(errNoHomeserver))
+	}
 	if g.cli == nil {
 		return errors.New(g.lastErr)
 	}

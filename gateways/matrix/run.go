@@ -2,10 +2,14 @@ package matrix
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"net/http"
 	"time"
 
 	"maunium.net/go/mautrix"
+	"maunium.net/go/mautrix/event"
 	"maunium.net/go/mautrix/id"
 
 	"github.com/latchd/latch/gateways/adapter"
@@ -25,8 +29,16 @@ const unknownTokenHelp = "matrix: the homeserver no longer takes the access toke
 // to Sink.Ingest with the response's next_batch as the cursor, in one
 // step; while Ingest fails the same batch is tried again, and the next
 // /sync starts only after it stored. A token the homeserver no longer
-// takes ends Run with ErrUnauthorized.
+// takes ends Run with ErrUnauthorized; the end of ctx ends it with nil.
 func (g *Gateway) Run(ctx context.Context, sink adapter.Sink) error {
+	err := g.run(ctx, sink)
+	if ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
+
+func (g *Gateway) run(ctx context.Context, sink adapter.Sink) error {
 	if g.cli == nil {
 		return errors.New(g.lastErr)
 	}
@@ -83,9 +95,68 @@ func (g *Gateway) sync(ctx context.Context, since string) (*mautrix.RespSync, er
 	if since == "" {
 		timeout = 0 // the first sync only finds where "now" is
 	}
-	ctx, cancel := context.WithTimeout(ctx, timeout+requestTimeout)
+	ctx, cancel := context.WithTimeout(ctx, timeout+g.cfg.RequestTimeout)
 	defer cancel()
-	return g.cli.FullSyncRequest(ctx, mautrix.ReqSync{Timeout: int(timeout / time.Millisecond), Since: since, FilterID: filter})
+	q := mautrix.ReqSync{Timeout: int(timeout / time.Millisecond), Since: since, FilterID: filter}
+	var raw json.RawMessage
+	_, err := g.cli.MakeFullRequest(ctx, mautrix.FullRequest{Method: http.MethodGet, MaxAttempts: 1, ResponseJSON: &raw,
+		URL: g.cli.BuildURLWithQuery(mautrix.ClientURLPath{"v3", "sync"}, q.BuildQuery())})
+	if err != nil {
+		return nil, err
+	}
+	return parseSync(raw)
+}
+
+// parseSync reads a /sync response. One malformed event (content that is
+// not an object, say) must not make the whole batch unreadable, or the
+// same /sync would fail for ever: then the events that do not parse are
+// dropped and the rest read again.
+func parseSync(raw json.RawMessage) (*mautrix.RespSync, error) {
+	var resp mautrix.RespSync
+	if err := json.Unmarshal(raw, &resp); err == nil {
+		return &resp, nil
+	}
+	var v any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return nil, fmt.Errorf("the sync response is not JSON: %w", err)
+	}
+	dropBadEvents(v)
+	clean, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	resp = mautrix.RespSync{}
+	if err := json.Unmarshal(clean, &resp); err != nil {
+		return nil, fmt.Errorf("the sync response cannot be read: %w", err)
+	}
+	return &resp, nil
+}
+
+// dropBadEvents removes, from every "events" list in v, what does not
+// parse as an event.
+func dropBadEvents(v any) {
+	switch x := v.(type) {
+	case map[string]any:
+		for k, val := range x {
+			if list, ok := val.([]any); ok && k == "events" {
+				kept := list[:0]
+				for _, e := range list {
+					b, _ := json.Marshal(e)
+					var evt event.Event
+					if json.Unmarshal(b, &evt) == nil {
+						kept = append(kept, e)
+					}
+				}
+				x[k] = kept
+				continue
+			}
+			dropBadEvents(val)
+		}
+	case []any:
+		for _, e := range x {
+			dropBadEvents(e)
+		}
+	}
 }
 
 // ingestRetrying stores msgs with the cursor next, trying again until it

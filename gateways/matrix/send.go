@@ -2,6 +2,7 @@ package matrix
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"html"
 	"strings"
@@ -72,8 +73,33 @@ func renderPlain(text string) []rendered {
 	return out
 }
 
-func chunkHTML(s string) []string {
-	return markdown.ChunkHTML(s, maxChunk, func(s string) int { return len(s) })
+// chunkHTML cuts HTML into pieces whose largest event — an edit, which
+// carries body and formatted_body twice, JSON-escaped and in an encrypted
+// room base64'd by Megolm — fits maxEvent: a piece that does not is cut
+// again, finer.
+func chunkHTML(s string) []string { return chunkFit(s, maxChunk) }
+
+func chunkFit(s string, limit int) []string {
+	var out []string
+	for _, c := range markdown.ChunkHTML(s, limit, func(s string) int { return len(s) }) {
+		if limit <= markdown.MinLimit || eventSize(c) <= maxEvent {
+			out = append(out, c)
+			continue
+		}
+		out = append(out, chunkFit(c, limit/2)...)
+	}
+	return out
+}
+
+// maxEvent is what latch lets an event's content take: the 65,536 bytes
+// of a whole event less room for its envelope and Megolm's framing.
+const maxEvent = 60 << 10
+
+// eventSize is the size an edit of c takes at most, encrypted.
+func eventSize(c string) int {
+	r := rendered{html: matrixHTML(c), plain: markdown.VisibleHTML(c)}
+	b, _ := json.Marshal(editContent("$0123456789abcdefghijklmnopqrstuvwxyz0123456", string(event.MsgText), r))
+	return len(b)*4/3 + 512
 }
 
 // matrixHTML turns Telegram-dialect HTML into Matrix's: a line break is
@@ -304,10 +330,15 @@ func (g *Gateway) AnswerCallback(ctx context.Context, chat string, cb adapter.Ca
 	return err
 }
 
-// typing shows "typing…" in a room for a while.
+// typing shows "typing…" in a room for a while. It is tried once: a
+// homeserver rate-limits typing (Dendrite does) and a missed one only
+// shows less.
 func (g *Gateway) typing(ctx context.Context, rid id.RoomID, on bool) error {
-	return g.call(ctx, func(ctx context.Context) error {
-		_, err := g.cli.UserTyping(ctx, rid, on, typingFor)
-		return err
-	})
+	ctx, cancel := context.WithTimeout(ctx, g.cfg.RequestTimeout)
+	defer cancel()
+	_, err := g.cli.UserTyping(ctx, rid, on, typingFor)
+	if _, limited := rateLimited(err); limited {
+		return nil
+	}
+	return g.classify(err)
 }

@@ -85,6 +85,12 @@ func (g *Gateway) translate(ctx context.Context, resp *mautrix.RespSync, next *c
 // noteState keeps what latch needs of a room's state: whether it is
 // encrypted.
 func (g *Gateway) noteState(rid id.RoomID, evt *event.Event) {
+	if evt != nil && evt.Type == event.StateMember {
+		if e := g.crypto(); e != nil {
+			e.forgetMembers(rid)
+		}
+		return
+	}
 	if evt == nil || evt.Type != event.StateEncryption {
 		return
 	}

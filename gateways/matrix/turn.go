@@ -52,7 +52,7 @@ type ended struct {
 
 func (e ended) End() {
 	e.Turn.End()
-	ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), e.d.g.cfg.RequestTimeout)
 	defer cancel()
 	if err := e.d.g.typing(ctx, e.d.room, false); err != nil {
 		e.d.failed(ctx, "ending the typing notification failed", err)
