@@ -3,6 +3,7 @@ package matrix_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"maps"
 	"strings"
@@ -235,5 +236,27 @@ func TestUndecryptableRefused(t *testing.T) {
 	}
 	if info := bot.g.Info(); !strings.Contains(info.LastError, "2 encrypted event(s) could not be decrypted") {
 		t.Errorf("Info().LastError = %q, want the count of undecryptable events", info.LastError)
+	}
+}
+
+// failingVault refuses every Save.
+type failingVault struct{ memVault }
+
+func (*failingVault) Save(context.Context, string, map[string][]byte, []string) error {
+	return errors.New("disk full")
+}
+
+// TestKeysStoredBeforeUpload: an account that cannot be stored is never
+// uploaded (keys on the homeserver that latch lost would need a new
+// device).
+func TestKeysStoredBeforeUpload(t *testing.T) {
+	srv := matrixtest.New(token)
+	t.Cleanup(srv.Close)
+	g := matrix.New(matrix.Config{Homeserver: srv.URL(), UserID: matrixtest.Bot, AccessToken: token, Vault: &failingVault{}}, nil)
+	if err := g.Start(t.Context()); err == nil {
+		t.Fatal("Start with a Vault that cannot store the account succeeded")
+	}
+	if n := srv.Count("upload-keys"); n != 0 {
+		t.Errorf("%d key uploads of an account that was not stored", n)
 	}
 }

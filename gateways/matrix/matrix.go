@@ -76,7 +76,8 @@ type Gateway struct {
 	device    id.DeviceID
 	connected bool
 	lastErr   string
-	undecrypt int // events that could not be decrypted, for status
+	undecrypt int   // events that could not be decrypted, for status
+	startedMS int64 // when Start ran, in ms: the first sync takes events from then on
 	rooms     map[id.RoomID]*room
 	buttons   map[id.EventID]approvalMsg // messages whose reactions answer
 	edits     map[id.RoomID]time.Time
@@ -169,6 +170,7 @@ func (g *Gateway) Start(ctx context.Context) error {
 	if g.cli == nil {
 		return errors.New(g.lastErr)
 	}
+	g.startedMS = time.Now().UnixMilli()
 	var who *mautrix.RespWhoami
 	err := g.call(ctx, func(ctx context.Context) (err error) {
 		who, err = g.cli.Whoami(ctx)

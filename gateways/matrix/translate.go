@@ -47,7 +47,8 @@ type relatesTo struct {
 
 // translate turns one /sync into the messages for the Hub, noting in next
 // the events it took. On the first sync (no cursor yet) the timeline is
-// history from before latch ran: only the rooms' state is read.
+// history: only what was sent since Start is taken (by the homeserver's
+// clock), else only the rooms' state is read.
 func (g *Gateway) translate(ctx context.Context, resp *mautrix.RespSync, next *cursor, first bool) []adapter.Message {
 	self := g.self()
 	if e := g.crypto(); e != nil {
@@ -70,7 +71,7 @@ func (g *Gateway) translate(ctx context.Context, resp *mautrix.RespSync, next *c
 				g.noteState(rid, evt)
 				continue
 			}
-			if first || evt.Sender == self || evt.ID == "" || next.seen(evt.ID) {
+			if first && evt.Timestamp < g.startedMS || evt.Sender == self || evt.ID == "" || next.seen(evt.ID) {
 				continue
 			}
 			next.add(evt.ID)

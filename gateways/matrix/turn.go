@@ -68,7 +68,9 @@ type delivery struct {
 
 var _ turnrender.Delivery[id.EventID] = (*delivery)(nil)
 
-func (d *delivery) NewAnswer() turnrender.Answer { return &answer{d: d} }
+func (d *delivery) NewAnswer() turnrender.Answer {
+	return &turnrender.Streamed[id.EventID, rendered]{P: poster{d}, First: d.g.cfg.EditInterval}
+}
 
 func (d *delivery) ToolLine(c turn.ToolCall, r *turn.ToolResult) string {
 	return turn.ToolLine(c, r, d.g.cfg.Verbosity, turn.LineStyle{Name: html.EscapeString,
@@ -151,128 +153,34 @@ func (d *delivery) failed(ctx context.Context, what string, err error) {
 	}
 }
 
-// answer shows one answer as the messages Send would cut it into,
-// streamed by edits.
-type answer struct {
-	d     *delivery
-	first time.Time
-	msgs  []shownMsg
-	done  bool
-	// lost: a message or final edit could not be delivered; noticed:
-	// undeliveredNotice was sent (or tried).
-	lost, noticed bool
-}
+// poster streams an answer in a room (turnrender.Streamed).
+type poster struct{ d *delivery }
 
 // undeliveredNotice follows an answer of which a part could not be
 // delivered, so that the loss is not silent.
 const undeliveredNotice = "⚠️ Part of this answer could not be delivered."
 
-type shownMsg struct {
-	ev id.EventID
-	r  rendered
+func (p poster) Render(text string) []rendered { return renderMarkdown(text) }
+
+func (p poster) Post(ctx context.Context, r rendered) (id.EventID, error) {
+	return p.d.g.post(ctx, p.d.room, messageContent(string(event.MsgText), r))
 }
 
-func (a *answer) Done() bool        { return a.done }
-func (a *answer) Shown(string) bool { return true }
-
-func (a *answer) Next(text string, frozen bool) (turnrender.Step, time.Duration) {
-	if a.done {
-		return nil, 0
-	}
-	if a.lost {
-		return a.finish(frozen)
-	}
-	want := renderMarkdown(text)
-	if len(want) == 0 {
-		if frozen {
-			a.done = true
-		}
-		return nil, 0
-	}
-	if !frozen && len(a.msgs) == 0 {
-		if a.first.IsZero() {
-			a.first = time.Now()
-		}
-		if wait := time.Until(a.first.Add(a.d.g.cfg.EditInterval)); wait > 0 {
-			return nil, wait // the answer may be complete by then: sent once
-		}
-	}
-	for i, w := range want {
-		if i == len(a.msgs) {
-			return a.sendStep(w), 0
-		}
-		if a.msgs[i].r == w {
-			continue
-		}
-		if wait := a.d.editDue(); wait > 0 {
-			return nil, wait
-		}
-		return a.editStep(i, w, frozen), 0
-	}
-	return a.finish(frozen)
+func (p poster) Edit(ctx context.Context, ev id.EventID, r rendered) error {
+	return p.d.g.edit(ctx, p.d.room, ev, r)
 }
 
-// finish ends a frozen answer, first saying so if a part of it was lost.
-func (a *answer) finish(frozen bool) (turnrender.Step, time.Duration) {
-	if !frozen {
-		return nil, 0
-	}
-	if a.lost && !a.noticed {
-		return func(ctx context.Context) func() {
-			if _, err := a.d.g.post(ctx, a.d.room, messageContent(string(event.MsgNotice), rendered{plain: undeliveredNotice})); err != nil {
-				a.d.failed(ctx, "saying that part of the answer was lost failed", err)
-			}
-			return func() { a.noticed = true }
-		}, 0
-	}
-	a.done = true
-	return nil, 0
+func (p poster) EditDue() time.Duration { return p.d.editDue() }
+func (p poster) Edited()                { p.d.edited() }
+
+func (p poster) Persist(ctx context.Context, fn func() error) error { return p.d.g.persist(ctx, fn) }
+
+func (p poster) Notice(ctx context.Context) error {
+	_, err := p.d.g.post(ctx, p.d.room, messageContent(string(event.MsgNotice), rendered{plain: undeliveredNotice}))
+	return err
 }
 
-// sendStep sends an answer's next message, trying a transient failure
-// again; one that still fails loses the rest of the answer, which then
-// says so.
-func (a *answer) sendStep(r rendered) turnrender.Step {
-	return func(ctx context.Context) func() {
-		var ev id.EventID
-		err := a.d.g.persist(ctx, func() (err error) {
-			ev, err = a.d.g.post(ctx, a.d.room, messageContent(string(event.MsgText), r))
-			return err
-		})
-		return func() {
-			if err != nil {
-				a.d.failed(ctx, "sending the answer failed", err)
-				a.lost = true
-				return
-			}
-			a.msgs = append(a.msgs, shownMsg{ev, r})
-		}
-	}
-}
-
-// editStep changes an answer's message. While it streams a failed edit
-// is left to the next one; the final edit is tried again while it fails
-// transiently, and one that still fails makes the answer say so.
-func (a *answer) editStep(i int, r rendered, frozen bool) turnrender.Step {
-	ev := a.msgs[i].ev
-	return func(ctx context.Context) func() {
-		a.d.edited()
-		edit := func() error { return a.d.g.edit(ctx, a.d.room, ev, r) }
-		var err error
-		if frozen {
-			err = a.d.g.persist(ctx, edit)
-		} else {
-			err = edit()
-		}
-		return func() {
-			if err != nil {
-				a.d.failed(ctx, "editing the answer failed", err)
-				a.lost = a.lost || frozen
-			}
-			a.msgs[i].r = r
-		}
-	}
-}
+func (p poster) Failed(ctx context.Context, what string, err error) { p.d.failed(ctx, what, err) }
 
 // answerTries bounds the tries of a call that must not go missing.
 const answerTries = 3
@@ -280,14 +188,6 @@ const answerTries = 3
 // persist makes fn up to answerTries times while it fails transiently
 // (call has waited out 429s already; ErrRejected would only fail again).
 func (g *Gateway) persist(ctx context.Context, fn func() error) error {
-	bo := retry.Backoff{Min: g.cfg.MinBackoff, Max: g.cfg.MaxBackoff}
-	for try := 1; ; try++ {
-		err := fn()
-		if err == nil || try == answerTries || ctx.Err() != nil || errors.Is(err, adapter.ErrRejected) {
-			return err
-		}
-		if !retry.Sleep(ctx, bo.Next()) {
-			return err
-		}
-	}
+	return retry.Tries(ctx, retry.Backoff{Min: g.cfg.MinBackoff, Max: g.cfg.MaxBackoff}, answerTries,
+		func(err error) bool { return errors.Is(err, adapter.ErrRejected) }, fn)
 }

@@ -139,19 +139,12 @@ func (g *Gateway) handle(ctx context.Context, sm *socketmode.Client, sink adapte
 // works or ctx ends; it reports whether it worked.
 func (g *Gateway) ingestRetrying(ctx context.Context, sink adapter.Sink, cur *cursor, next cursor, msgs []adapter.Message) bool {
 	next.markOwners(g.ownerChats())
-	bo := retry.Backoff{Min: g.cfg.MinBackoff, Max: g.cfg.MaxBackoff}
-	for {
-		err := sink.Ingest(ctx, g.Name(), next.encode(), msgs)
-		if err == nil {
-			*cur = next
-			return true
-		}
-		wait := bo.Next()
-		g.log.Warn("storing messages failed; trying again", "err", err, "retry_in", wait)
-		if !retry.Sleep(ctx, wait) {
-			return false
-		}
+	ok := retry.Until(ctx, retry.Backoff{Min: g.cfg.MinBackoff, Max: g.cfg.MaxBackoff}, g.log, "storing messages failed",
+		func() error { return sink.Ingest(ctx, g.Name(), next.encode(), msgs) })
+	if ok {
+		*cur = next
 	}
+	return ok
 }
 
 // ingest stores the cursor with msgs once (the owner chats marked).

@@ -76,7 +76,9 @@ type delivery struct {
 
 var _ turnrender.Delivery[string] = (*delivery)(nil)
 
-func (d *delivery) NewAnswer() turnrender.Answer { return &answer{d: d} }
+func (d *delivery) NewAnswer() turnrender.Answer {
+	return &turnrender.Streamed[string, string]{P: poster{d}, First: d.g.cfg.EditInterval}
+}
 
 func (d *delivery) ToolLine(c turn.ToolCall, r *turn.ToolResult) string {
 	return turn.ToolLine(c, r, d.g.cfg.Verbosity, turn.LineStyle{Name: escape, Code: inlineCode})
@@ -179,126 +181,41 @@ func (d *delivery) edited() {
 	d.g.edits[d.ch] = time.Now()
 }
 
-// answer shows one answer as the messages Send would cut it into,
-// streamed by edits.
-type answer struct {
-	d     *delivery
-	first time.Time
-	msgs  []shown
-	done  bool
-	// lost: a message or final edit could not be delivered; noticed:
-	// undeliveredNotice was sent (or tried).
-	lost, noticed bool
-}
+// poster streams an answer in a conversation (turnrender.Streamed): cut
+// as Send would cut it, by chat.update.
+type poster struct{ d *delivery }
 
 // undeliveredNotice follows an answer of which a part could not be
 // delivered, so that the loss is not silent.
 const undeliveredNotice = "⚠️ Part of this answer could not be delivered."
 
-type shown struct{ ts, text string }
-
-func (a *answer) Done() bool        { return a.done }
-func (a *answer) Shown(string) bool { return true }
-
-func (a *answer) Next(text string, frozen bool) (turnrender.Step, time.Duration) {
-	if a.done {
-		return nil, 0
-	}
-	if a.lost {
-		return a.finish(frozen)
-	}
+func (p poster) Render(text string) []string {
 	rendered := toMrkdwn(text)
 	if rendered == "" {
-		if frozen {
-			a.done = true
-		}
-		return nil, 0
+		return nil
 	}
-	if !frozen && len(a.msgs) == 0 {
-		if a.first.IsZero() {
-			a.first = time.Now()
-		}
-		if wait := time.Until(a.first.Add(a.d.g.cfg.EditInterval)); wait > 0 {
-			return nil, wait // the answer may be complete by then: sent once
-		}
-	}
-	want := chunk(rendered, maxText)
-	for i, w := range want {
-		if i == len(a.msgs) {
-			return a.sendStep(w, frozen), 0
-		}
-		if a.msgs[i].text == w {
-			continue
-		}
-		if wait := a.d.editDue(); wait > 0 {
-			return nil, wait
-		}
-		return a.editStep(i, w, frozen), 0
-	}
-	return a.finish(frozen)
+	return chunk(rendered, maxText)
 }
 
-// finish ends a frozen answer, first saying so if a part of it was lost.
-func (a *answer) finish(frozen bool) (turnrender.Step, time.Duration) {
-	if !frozen {
-		return nil, 0
-	}
-	if a.lost && !a.noticed {
-		return func(ctx context.Context) func() {
-			if _, err := a.d.g.post(ctx, a.d.ch, escape(undeliveredNotice), false, nil); err != nil {
-				a.d.failed(ctx, "saying that part of the answer was lost failed", err)
-			}
-			return func() { a.noticed = true }
-		}, 0
-	}
-	a.done = true
-	return nil, 0
+func (p poster) Post(ctx context.Context, text string) (string, error) {
+	return p.d.g.post(ctx, p.d.ch, text, true, nil)
 }
 
-// sendStep sends an answer's next message, trying a transient failure
-// again; one that still fails loses the rest of the answer, which then
-// says so.
-func (a *answer) sendStep(text string, frozen bool) turnrender.Step {
-	return func(ctx context.Context) func() {
-		var ts string
-		err := a.d.g.persist(ctx, func() (err error) {
-			ts, err = a.d.g.post(ctx, a.d.ch, text, true, nil)
-			return err
-		})
-		return func() {
-			if err != nil {
-				a.d.failed(ctx, "sending the answer failed", err)
-				a.lost = true
-				return
-			}
-			a.msgs = append(a.msgs, shown{ts, text})
-		}
-	}
+func (p poster) Edit(ctx context.Context, ts, text string) error {
+	return p.d.g.update(ctx, p.d.ch, ts, text, true, nil)
 }
 
-// editStep changes an answer's message. While it streams a failed edit
-// is left to the next one; the final edit is tried again while it fails
-// transiently, and one that still fails makes the answer say so.
-func (a *answer) editStep(i int, text string, frozen bool) turnrender.Step {
-	ts := a.msgs[i].ts
-	return func(ctx context.Context) func() {
-		a.d.edited()
-		edit := func() error { return a.d.g.update(ctx, a.d.ch, ts, text, true, nil) }
-		var err error
-		if frozen {
-			err = a.d.g.persist(ctx, edit)
-		} else {
-			err = edit()
-		}
-		return func() {
-			if err != nil {
-				a.d.failed(ctx, "editing the answer failed", err)
-				a.lost = a.lost || frozen
-			}
-			a.msgs[i].text = text // not tried again: the next edit supersedes it
-		}
-	}
+func (p poster) EditDue() time.Duration { return p.d.editDue() }
+func (p poster) Edited()                { p.d.edited() }
+
+func (p poster) Persist(ctx context.Context, fn func() error) error { return p.d.g.persist(ctx, fn) }
+
+func (p poster) Notice(ctx context.Context) error {
+	_, err := p.d.g.post(ctx, p.d.ch, escape(undeliveredNotice), false, nil)
+	return err
 }
+
+func (p poster) Failed(ctx context.Context, what string, err error) { p.d.failed(ctx, what, err) }
 
 func (d *delivery) failed(ctx context.Context, what string, err error) {
 	if ctx.Err() == nil {
@@ -314,14 +231,6 @@ const answerTries = 3
 // After a timeout Slack may have posted the message all the same, which
 // then shows twice: a missing part of an answer is the worse outcome.
 func (g *Gateway) persist(ctx context.Context, fn func() error) error {
-	bo := retry.Backoff{Min: g.cfg.MinBackoff, Max: g.cfg.MaxBackoff}
-	for try := 1; ; try++ {
-		err := fn()
-		if err == nil || try == answerTries || ctx.Err() != nil || errors.Is(err, adapter.ErrRejected) {
-			return err
-		}
-		if !retry.Sleep(ctx, bo.Next()) {
-			return err
-		}
-	}
+	return retry.Tries(ctx, retry.Backoff{Min: g.cfg.MinBackoff, Max: g.cfg.MaxBackoff}, answerTries,
+		func(err error) bool { return errors.Is(err, adapter.ErrRejected) }, fn)
 }

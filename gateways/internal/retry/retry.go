@@ -4,6 +4,7 @@ package retry
 
 import (
 	"context"
+	"log/slog"
 	"math/rand/v2"
 	"time"
 )
@@ -59,5 +60,39 @@ func Sleep(ctx context.Context, d time.Duration) bool {
 		return true
 	case <-ctx.Done():
 		return false
+	}
+}
+
+// Until calls fn until it returns nil or ctx ends, waiting b's back-off
+// between tries and logging each failure as what; it reports whether fn
+// succeeded. The adapters store a batch this way: a batch not stored is
+// not confirmed to the platform.
+func Until(ctx context.Context, b Backoff, log *slog.Logger, what string, fn func() error) bool {
+	for {
+		err := fn()
+		if err == nil {
+			return true
+		}
+		wait := b.Next()
+		log.Warn(what+"; trying again", "err", err, "retry_in", wait)
+		if !Sleep(ctx, wait) {
+			return false
+		}
+	}
+}
+
+// Tries calls fn up to n times while it fails, ctx lasts and final(err)
+// is false, waiting b's back-off between tries; it returns fn's last
+// error. The adapters send a part of an answer that must not go missing
+// this way (final: the platform refused it, sending again cannot help).
+func Tries(ctx context.Context, b Backoff, n int, final func(error) bool, fn func() error) error {
+	for try := 1; ; try++ {
+		err := fn()
+		if err == nil || try >= n || ctx.Err() != nil || final(err) {
+			return err
+		}
+		if !Sleep(ctx, b.Next()) {
+			return err
+		}
 	}
 }
