@@ -15,7 +15,7 @@ import (
 // that start-up touched and idle does not need: package inits, config
 // parsing, cobra, TLS set-up. Go's linker lays functions out by package
 // and the kernel maps 64 KiB around every fault of a cached file
-// (fault-around), so by the time the daemon is ready nearly all of .text,
+// (fault-around), so by the time the program is ready nearly all of .text,
 // .rodata and .gopclntab is resident, most of it never to run again.
 //
 // For each read-only mapping of the executable (never a writable one: its
@@ -24,7 +24,7 @@ import (
 // unmaps the pages and drops them from the page cache; then it drops what
 // is left of the file in the page cache that nothing maps (read-ahead
 // brought in more than was mapped). So the pages leave VmRSS and the
-// service cgroup's memory.current together. What the daemon touches next
+// service cgroup's memory.current together. What the program touches next
 // comes back a page at a time: fault-around maps only pages still in the
 // page cache (Linux 6.x's should_fault_around does not look at
 // MADV_RANDOM; it is read-ahead that would bring the window back).
