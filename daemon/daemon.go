@@ -20,6 +20,7 @@ import (
 	"github.com/latchd/latch/config"
 	"github.com/latchd/latch/control"
 	"github.com/latchd/latch/gateways"
+	"github.com/latchd/latch/internal/pageout"
 	"github.com/latchd/latch/logkey"
 	"github.com/latchd/latch/pairing"
 	"github.com/latchd/latch/schedule"
@@ -299,7 +300,7 @@ func (d *Daemon) serve(ctx context.Context, ctl *control.Server, gws []gateways.
 	close(d.ready)
 	d.Log.Info("latch is running", "home", d.Config.Home, "gateways", len(gws), "version", d.Version)
 	if d.GiveBackStartup {
-		logPageOut(d.Log, giveBackStartup())
+		pageout.Log(d.Log, pageout.GiveBackStartup())
 	}
 	var err error
 	select {
