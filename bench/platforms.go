@@ -8,6 +8,7 @@ import (
 
 	"github.com/latchd/latch/config"
 	"github.com/latchd/latch/gateways/discord/discordtest"
+	"github.com/latchd/latch/gateways/matrix/matrixtest"
 	"github.com/latchd/latch/gateways/slack/slacktest"
 )
 
@@ -32,6 +33,7 @@ type platformFake interface {
 // a new platform needs only its entry here.
 var platformFakes = map[string]func() platformFake{
 	"discord": newDiscordFake,
+	"matrix":  newMatrixFake,
 	"slack":   newSlackFake,
 }
 
@@ -133,17 +135,66 @@ func (f slackFake) sendPair(code string) { f.SendDM(slackOwner, "/pair "+code) }
 
 func (f slackFake) waitPaired(ctx context.Context) error {
 	dm := slacktest.DM(slackOwner)
-	for {
+	return poll(ctx, func() bool {
 		for _, m := range f.Sent(dm) {
 			if strings.HasPrefix(m.Shown(), "Paired") {
-				return nil
+				return true
 			}
+		}
+		return false
+	}, f.Changed)
+}
+
+// poll waits until done holds, looking again when changed (if any) says
+// something changed and every 20 ms.
+func poll(ctx context.Context, done func() bool, changed func() <-chan struct{}) error {
+	for !done() {
+		var c <-chan struct{}
+		if changed != nil {
+			c = changed()
 		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-f.Changed():
+		case <-c:
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
+	return nil
+}
+
+// Matrix's fake homeserver, with the owner's DM (the bot joined) and an
+// access token that only opens the fake on loopback. The daemon takes
+// the user and device IDs from whoami and sets up end-to-end encryption
+// as it does by default (its keys go to the fake); the DM itself is not
+// encrypted, since no device of the owner's runs beside the bench.
+type matrixFake struct{ *matrixtest.Server }
+
+const (
+	matrixToken = "syt_bench_matrix_notAsecret"
+	matrixOwner = "@owner:" + matrixtest.Domain
+	matrixDM    = "!ownerdm:" + matrixtest.Domain
+)
+
+func newMatrixFake() platformFake {
+	f := matrixFake{matrixtest.New(matrixToken)}
+	f.Room(matrixDM, matrixtest.Bot, matrixOwner)
+	return f
+}
+
+func (matrixFake) secret(string) string { return matrixToken }
+func (f matrixFake) url() string        { return f.URL() }
+
+func (f matrixFake) sendPair(code string) { f.Text(matrixOwner, matrixDM, "/pair "+code) }
+
+// waitPaired polls: the fake has no notice of what the bot sends.
+func (f matrixFake) waitPaired(ctx context.Context) error {
+	return poll(ctx, func() bool {
+		for _, m := range f.Sent(matrixDM) {
+			if strings.HasPrefix(m.Body, "Paired") {
+				return true
+			}
+		}
+		return false
+	}, nil)
 }
