@@ -62,6 +62,10 @@ type Config struct {
 	Tools           *Toolbox
 	Store           *store.DB
 	Log             *slog.Logger
+	// StartDelay is how long a turn's first model call runs before the
+	// turn's start is stored on its own (see callStarting); 0 means
+	// DefaultStartDelay.
+	StartDelay time.Duration
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
@@ -92,6 +96,9 @@ func New(cfg Config) *Agent {
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.StartDelay <= 0 {
+		cfg.StartDelay = DefaultStartDelay
 	}
 	return &Agent{cfg: cfg, always: make(map[SessionKey]map[string]bool)}
 }
@@ -139,10 +146,14 @@ func (a *Agent) Turn(ctx context.Context, key SessionKey, text string, ev Events
 // with the session.
 type Hooks struct {
 	// Started, when set, makes the turn store the user's message as it
-	// begins, and runs in that same transaction; the transaction commits
-	// while the model is first called, and nothing of the answer is shown
-	// and no tool runs before it has. If it fails, nothing is stored or
-	// shown and TurnWith returns an error that wraps ErrNotStarted.
+	// begins, and runs in that same transaction. The transaction commits
+	// while the model is first called, or, when that call is over within
+	// Config.StartDelay, with the step's own save (the answer and Done, or the
+	// tool calls before they run): a quick answer costs one commit, not
+	// two. Nothing reaches Events and no tool runs before Started has run
+	// in a transaction that commits; when Done shares it, Final is given
+	// in it, between the two. If it fails, nothing is stored and TurnWith
+	// returns an error that wraps ErrNotStarted: the caller shows nothing.
 	Started func(*store.Tx) error
 	// Done runs in the transaction that saves a turn which ended with the
 	// model's answer; TurnWith returns nil only if it committed. After an
@@ -174,38 +185,14 @@ func (a *Agent) TurnWith(ctx context.Context, key SessionKey, text string, ev Ev
 	s.Messages = append(s.Messages, provider.Message{Role: provider.RoleUser,
 		Content: []provider.Block{{Type: provider.BlockText, Text: text}}})
 	if h.Started != nil {
-		// Once this commits, a restart resumes the turn (the message is in
-		// the history) instead of running the message again. It commits
-		// while the model is called: nothing of the answer reaches ev, and
-		// no tool runs, before it has.
-		first := &firstCall{req: a.request(s)}
-		first.started = a.saveAsync(key, s, h.Started)
-		return a.run(ctx, key, s, ev, h.Done, first)
+		// Once the start is stored, a restart resumes the turn (the message
+		// is in the history) instead of running the message again. It is
+		// stored while the model is called, or with the first step's save
+		// (see callStarting): nothing of the answer is shown, and no tool
+		// runs, before it is.
+		return a.run(ctx, key, s, ev, h.Done, &firstCall{req: a.request(s), started: h.Started})
 	}
 	return a.run(ctx, key, s, ev, h.Done, nil)
-}
-
-// firstCall is a turn's first model request, made while the transaction
-// that records the turn's start commits.
-type firstCall struct {
-	req     provider.Request
-	started func() error
-}
-
-// saveAsync saves s in a goroutine of its own and returns the func that
-// waits for the outcome. Until then s belongs to that goroutine: the
-// caller may only read what the save does not change (the messages).
-func (a *Agent) saveAsync(key SessionKey, s *session, also func(*store.Tx) error) (wait func() error) {
-	ch := make(chan error, 1)
-	go func() { ch <- a.saveWith(key, s, also) }()
-	var err error
-	done := false
-	return func() error {
-		if !done {
-			err, done = <-ch, true
-		}
-		return err
-	}
 }
 
 // ErrNothingToResume is returned by Resume when the session's last turn
@@ -269,7 +256,9 @@ func (a *Agent) run(ctx context.Context, key SessionKey, s *session, ev Events, 
 		}
 		s.closeTurn(note)
 	}
-	if serr := a.saveWith(key, s, done); serr != nil && err == nil {
+	if serr := a.saveStarting(key, s, ev, first, done); errors.Is(serr, ErrNotStarted) {
+		return serr // nothing of the turn is stored
+	} else if serr != nil && err == nil {
 		err = serr
 	}
 	return err
@@ -280,7 +269,7 @@ func (a *Agent) steps(ctx context.Context, key SessionKey, s *session, ev Events
 		var resp provider.Response
 		var err error
 		if step == 0 && first != nil {
-			resp, err = a.callStarting(ctx, first, ev)
+			resp, err = a.callStarting(ctx, key, s, first, ev)
 			if errors.Is(err, ErrNotStarted) {
 				return err
 			}
@@ -301,6 +290,11 @@ func (a *Agent) steps(ctx context.Context, key SessionKey, s *session, ev Events
 		s.Messages = append(s.Messages, provider.Message{Role: provider.RoleAssistant, Content: resp.Content})
 		uses := resp.ToolUses()
 		if len(uses) == 0 {
+			if first != nil && first.started != nil {
+				// Given in the save that stores the start too (saveStarting).
+				first.final, first.answered = resp.Text(), true
+				return nil
+			}
 			ev.Final(resp.Text())
 			return nil
 		}
@@ -309,7 +303,7 @@ func (a *Agent) steps(ctx context.Context, key SessionKey, s *session, ev Events
 			// either.
 			s.Results = append(s.Results, cutCalls(uses)...)
 		}
-		if err := a.save(key, s); err != nil {
+		if err := a.saveStarting(key, s, ev, first, nil); err != nil {
 			return err
 		}
 		if err := a.runTools(ctx, key, s, uses, ev, false); err != nil {
@@ -324,33 +318,6 @@ func (a *Agent) request(s *session) provider.Request {
 		Model: a.cfg.Model, System: a.systemPrompt(), MaxTokens: a.cfg.MaxTokens,
 		Messages: trimmed(s.Messages, a.cfg.ContextBudget), Tools: a.defs(),
 	}
-}
-
-// callStarting makes a turn's first model call while its start commits.
-// The answer's text is held until the commit is done; a failed commit
-// cancels the call, and the turn ends having stored and shown nothing.
-// A crash before the commit leaves the message to run again after the
-// restart: the model may then be asked twice (as when a step is resumed),
-// but nothing it said was shown and no tool ran.
-func (a *Agent) callStarting(ctx context.Context, first *firstCall, ev Events) (provider.Response, error) {
-	callCtx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	wait := func() error {
-		err := first.started()
-		if err != nil {
-			cancel(err)
-		}
-		return err
-	}
-	resp, err := a.cfg.Provider.Stream(callCtx, first.req, func(delta string) {
-		if wait() == nil {
-			ev.Text(delta)
-		}
-	})
-	if serr := wait(); serr != nil {
-		return provider.Response{}, fmt.Errorf("%w: %w", ErrNotStarted, serr)
-	}
-	return resp, err
 }
 
 // runTools runs the tool calls of the last assistant message and appends

@@ -92,6 +92,13 @@ func TestMCPStopDuringCall(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- f.agent.Turn(ctx, chat, "sleep", ev) }()
 	waitFor(t, "the call to start", func() bool { s, _, _ := ev.snapshot(); return len(s) == 1 })
+	// The tool's start is shown before the call reaches the server
+	// (through the sidecar): /stop once the server sleeps, so that there
+	// is a call for it to cancel.
+	waitFor(t, "the server to begin the call", func() bool {
+		_, err := os.Stat(filepath.Join(dir, "sleeping"))
+		return err == nil
+	})
 	cancel(errors.New("/stop"))
 	if err := <-done; err == nil {
 		t.Fatal("the stopped turn ended without an error")

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/latchd/latch/config"
 )
 
 func TestSymbolPackage(t *testing.T) {
@@ -56,5 +58,22 @@ func TestWriteCosts(t *testing.T) {
 				t.Errorf("file is\n%s\nwant\n%s", got, tc.after)
 			}
 		})
+	}
+}
+
+// Every platform of config.Platforms has a row of the cost table, measured
+// or said not to be: a new platform shows there without editing bench.
+func TestCostsTableHasEveryPlatform(t *testing.T) {
+	r := runResult{Floor: floorResult{Idle: memory{RSS: 7000}}, Idle: memory{RSS: 9000}, AllIdle: memory{RSS: 11000},
+		With: map[string]memory{config.TelegramPlatform.Name: {RSS: 8000}}}
+	for name := range platformFakes {
+		r.With[name] = memory{RSS: 10000}
+	}
+	table := costsTable(meta{}, nil, 1, []runResult{r})
+	for _, p := range config.Platforms {
+		if !strings.Contains(table, "| Telegram and "+p.Title+" |") && !strings.Contains(table, "| "+p.Title+" | not measured") &&
+			p.Name != config.TelegramPlatform.Name {
+			t.Errorf("no row for %s in\n%s", p.Title, table)
+		}
 	}
 }

@@ -13,7 +13,6 @@ import (
 	"github.com/latchd/latch/agent/provider/openai/openaitest"
 	"github.com/latchd/latch/config"
 	"github.com/latchd/latch/control"
-	"github.com/latchd/latch/gateways/discord/discordtest"
 	"github.com/latchd/latch/gateways/telegram/telegramtest"
 )
 
@@ -45,8 +44,12 @@ type env struct {
 	home string
 	log  string
 	tg   *telegramtest.Server
-	ai   *openaitest.Server  // nil with -no-model
-	dc   *discordtest.Server // nil: no Discord gateway
+	ai   *openaitest.Server // nil with -no-model
+	// extra are the platforms beyond Telegram configured, on their fakes.
+	extra []startedFake
+	// approved are the latch requests approved so far (their buttons'
+	// data).
+	approved []string
 	// contextBudget is agent.context_budget; 0 keeps latch's default.
 	contextBudget int
 	// cgroup is the memory cgroup the daemons start in (-cgroup), or nil.
@@ -75,20 +78,24 @@ type daemon struct {
 var passEnv = []string{"PATH", "HOME", "USER", "LANG", "TMPDIR", "GOGC", "GOMEMLIMIT", "GOMAXPROCS", "GODEBUG", "LATCH_NO_PAGEOUT"}
 
 // environ is the daemon's environment: passEnv, the home and the fake.
-func (e *env) environ() []string {
+func (e *env) environ() ([]string, error) {
 	var out []string
 	for _, k := range passEnv {
 		if v, ok := os.LookupEnv(k); ok {
 			out = append(out, k+"="+v)
 		}
 	}
-	if e.dc != nil {
-		out = append(out, discordEnviron(e.dc)...)
+	for _, f := range e.extra {
+		env, err := f.environ()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, env...)
 	}
 	return append(out,
 		config.EnvHome+"="+e.home,
 		config.EnvTelegramToken+"="+token,
-		config.EnvTelegramAPIURL+"="+e.tg.URL())
+		config.EnvTelegramAPIURL+"="+e.tg.URL()), nil
 }
 
 // initHome creates the home (0700) and runs `latch init` in it.
@@ -99,8 +106,12 @@ func (e *env) initHome(ctx context.Context) error {
 	if err := os.Chmod(e.home, 0o700); err != nil { // whatever the umask
 		return err
 	}
+	environ, err := e.environ()
+	if err != nil {
+		return err
+	}
 	cmd := exec.CommandContext(ctx, e.bin, "init")
-	cmd.Env = e.environ()
+	cmd.Env = environ
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("latch init: %w\n%s", err, out)
 	}
@@ -127,7 +138,11 @@ func (e *env) start(ctx context.Context) (*daemon, time.Duration, error) {
 		// Into the cgroup before exec, so its first fault is charged there.
 		bin, args = "/bin/sh", []string{"-c", `echo $$ >"$0/cgroup.procs" && exec "$1" run`, e.cgroup.dir, e.bin}
 	}
-	p, err := spawn(bin, args, e.environ(), e.log)
+	environ, err := e.environ()
+	if err != nil {
+		return nil, 0, err
+	}
+	p, err := spawn(bin, args, environ, e.log)
 	if err != nil {
 		return nil, 0, err
 	}

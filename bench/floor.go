@@ -40,6 +40,7 @@ func floorRun(ctx context.Context, o options, bin, logPath string) (floorResult,
 	}
 	defer p.stop()
 	var r floorResult
+	turnsCtx := ctx // the texts are paced: they take longer than the idle
 	ctx, cancel := context.WithTimeout(ctx, o.idle+readyTimeout)
 	defer cancel()
 	if err := tg.Wait(ctx, func() bool { return tg.Count("getUpdates") > 0 }); err != nil {
@@ -58,6 +59,7 @@ func floorRun(ctx context.Context, o options, bin, logPath string) (floorResult,
 	if r.Idle, err = readMemory(p.pid); err != nil {
 		return r, err
 	}
+	ctx = turnsCtx
 	pc := &pacer{}
 	for i := range o.warmup/2 + o.turns/2 {
 		if err := pc.wait(ctx); err != nil {

@@ -35,6 +35,7 @@ import (
 	"time"
 
 	"github.com/latchd/latch/agent/provider/openai/openaitest"
+	"github.com/latchd/latch/config"
 	"github.com/latchd/latch/gateways/telegram/telegramtest"
 )
 
@@ -165,9 +166,14 @@ type runResult struct {
 	Turns       turnsResult   `json:"turns"`
 	// Floor is the floor bot's run just before latch's (bench/floor).
 	Floor floorResult `json:"floor"`
-	// AllIdle is idle memory with every gateway configured and latched.
-	AllIdle memory      `json:"all_gateways_idle_memory"`
-	Flood   floodResult `json:"flood"`
+	// AllIdle is idle memory with every gateway the bench has a fake of
+	// configured and latched (extraPlatforms).
+	AllIdle memory `json:"all_gateways_idle_memory"`
+	// With is idle memory with Telegram and one more platform, by its
+	// name, and with Telegram alone, by Telegram's, each after a restart
+	// as AllIdle is (-costs only).
+	With  map[string]memory `json:"with_one_more_idle_memory,omitempty"`
+	Flood floodResult       `json:"flood"`
 }
 
 func run(ctx context.Context, o options, stdout, stderr io.Writer) error {
@@ -343,9 +349,30 @@ func oneRun(ctx context.Context, o options, bin, floor, root string, n int, stde
 	}
 	d.stop()
 	if o.ratios {
-		say("Telegram and Discord latched at once, idle until %v after start", o.idle)
-		if r.AllIdle, err = allGatewaysRun(ctx, o, bin, root, n); err != nil {
+		ps, _ := extraPlatforms()
+		say("%s latched at once, idle until %v after start", withTelegram(ps), o.idle)
+		if r.AllIdle, err = gatewaysRun(ctx, o, bin, root, fmt.Sprint("all", n), ps); err != nil {
 			return r, fmt.Errorf("every gateway: %w", err)
+		}
+		if o.costs {
+			// The base of the gateway rows, measured as they are.
+			say("Telegram alone latched, idle until %v after a restart (-costs)", o.idle)
+			m, err := gatewaysRun(ctx, o, bin, root, fmt.Sprint("tg", n), nil)
+			if err != nil {
+				return r, fmt.Errorf("Telegram alone: %w", err)
+			}
+			r.With = map[string]memory{config.TelegramPlatform.Name: m}
+		}
+		for _, p := range ps {
+			if !o.costs || len(ps) == 1 {
+				break
+			}
+			say("Telegram and %s latched, idle until %v after start (-costs)", p.Title, o.idle)
+			m, err := gatewaysRun(ctx, o, bin, root, fmt.Sprint(p.Name, n), []config.Platform{p})
+			if err != nil {
+				return r, fmt.Errorf("Telegram and %s: %w", p.Title, err)
+			}
+			r.With[p.Name] = m
 		}
 	}
 	say("%d restarts", o.restarts)

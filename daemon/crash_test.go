@@ -87,12 +87,7 @@ func TestE2EKill9(t *testing.T) {
 	waitFor(t, func() bool { b, _ := os.ReadFile(marker); return len(b) > 0 })
 	child.Process.Kill()
 	child.Wait()
-	// The orphaned command would finish on its own; do not leave it behind.
-	if b, err := os.ReadFile(pidfile); err == nil {
-		if pgid, _ := strconv.Atoi(strings.TrimSpace(string(b))); pgid > 1 {
-			syscall.Kill(-pgid, syscall.SIGKILL)
-		}
-	}
+	killGroup(pidfile)
 	// Sent while no daemon runs: kept by the platform, handled after start.
 	e.say(owner, "!echo while-down")
 
@@ -107,6 +102,24 @@ func TestE2EKill9(t *testing.T) {
 	if n := e.repliesTo(owner.ID, "while-down"); n != 1 {
 		t.Errorf("message sent while down answered %d times:%s", n, e.describeSent())
 	}
+}
+
+// killGroup kills the process group whose id a killed daemon's command
+// wrote to pidfile: the orphan would finish on its own; do not leave it
+// behind.
+func killGroup(pidfile string) {
+	if b, err := os.ReadFile(pidfile); err == nil {
+		if pgid, _ := strconv.Atoi(strings.TrimSpace(string(b))); pgid > 1 {
+			syscall.Kill(-pgid, syscall.SIGKILL)
+		}
+	}
+}
+
+// agentTOML is a config.toml section for a child daemon's agent on the
+// model fake at url, bash allowed.
+func agentTOML(url string) string {
+	return fmt.Sprintf("[agent]\nprovider = \"anthropic\"\nmodel = \"claude-test\"\nbase_url = %q\napi_key = %q\n\n[agent.permissions]\nbash = \"allow\"\n",
+		url, modelKey)
 }
 
 // startChild runs the test binary as a daemon process on e's home and waits
@@ -147,9 +160,7 @@ func TestE2EKill9MidTurnResumes(t *testing.T) {
 	e := newEnv(t)
 	fake := anthropictest.New(modelKey)
 	t.Cleanup(fake.Close)
-	cfgText := fmt.Sprintf("[agent]\nprovider = \"anthropic\"\nmodel = \"claude-test\"\nbase_url = %q\napi_key = %q\n\n[agent.permissions]\nbash = \"allow\"\n",
-		fake.URL(), modelKey)
-	if err := os.WriteFile(filepath.Join(e.home, "config.toml"), []byte(cfgText), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(e.home, "config.toml"), []byte(agentTOML(fake.URL())), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	child := e.startChild()
@@ -160,11 +171,7 @@ func TestE2EKill9MidTurnResumes(t *testing.T) {
 	waitFor(t, func() bool { b, _ := os.ReadFile(marker); return len(b) > 0 })
 	child.Process.Kill()
 	child.Wait()
-	if b, err := os.ReadFile(filepath.Join(e.home, "workspace", "pgid")); err == nil {
-		if pgid, _ := strconv.Atoi(strings.TrimSpace(string(b))); pgid > 1 {
-			syscall.Kill(-pgid, syscall.SIGKILL)
-		}
-	}
+	killGroup(filepath.Join(e.home, "workspace", "pgid"))
 
 	fake.Script(anthropictest.Text("The job was cut by a restart. Shall I start it again?"))
 	e.startChild()

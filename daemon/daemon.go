@@ -20,6 +20,7 @@ import (
 	"github.com/latchd/latch/config"
 	"github.com/latchd/latch/control"
 	"github.com/latchd/latch/gateways"
+	"github.com/latchd/latch/internal/pageout"
 	"github.com/latchd/latch/logkey"
 	"github.com/latchd/latch/pairing"
 	"github.com/latchd/latch/schedule"
@@ -299,7 +300,7 @@ func (d *Daemon) serve(ctx context.Context, ctl *control.Server, gws []gateways.
 	close(d.ready)
 	d.Log.Info("latch is running", "home", d.Config.Home, "gateways", len(gws), "version", d.Version)
 	if d.GiveBackStartup {
-		logPageOut(d.Log, giveBackStartup())
+		pageout.Log(d.Log, pageout.GiveBackStartup())
 	}
 	var err error
 	select {
@@ -358,13 +359,13 @@ func (d *Daemon) runGateway(ctx context.Context, g gateways.Gateway, started *sy
 		case <-time.After(delay):
 		}
 	}
-	if name := g.Info().BotName; name != "" {
-		err := d.db.Update(func(tx *store.Tx) error { return tx.SetBotName(g.Name(), name) })
-		if err != nil {
-			d.Log.Warn("recording bot name", logkey.Err, err)
-		}
-	}
 	d.Log.Info("gateway connected", logkey.Gateway, g.Name(), "bot", g.Info().BotName)
+	// Beside the first poll, not before it: only an offline `latch pair`
+	// reads the stored name (status asks the gateway), and a commit's two
+	// disk syncs would hold up every start.
+	var naming sync.WaitGroup
+	naming.Go(func() { d.recordBotName(g) })
+	defer naming.Wait()
 	if r, ok := g.(restorer); ok {
 		// Before the Hub dispatches: a notice recovered from the inbox
 		// must not be posted before what decides where it goes is read.
@@ -381,6 +382,22 @@ func (d *Daemon) runGateway(ctx context.Context, g gateways.Gateway, started *sy
 	}
 	if err != nil {
 		d.Log.Error("gateway stopped", logkey.Gateway, g.Name(), logkey.Err, err)
+	}
+}
+
+// recordBotName stores g's bot user name for `latch pair` to print while
+// no daemon runs; an unchanged one is not written again.
+func (d *Daemon) recordBotName(g gateways.Gateway) {
+	name := g.Info().BotName
+	if name == "" {
+		return
+	}
+	var stored string
+	if err := d.db.View(func(tx *store.Tx) (err error) { stored, err = tx.BotName(g.Name()); return err }); err == nil && stored == name {
+		return
+	}
+	if err := d.db.Update(func(tx *store.Tx) error { return tx.SetBotName(g.Name(), name) }); err != nil {
+		d.Log.Warn("recording bot name", logkey.Err, err)
 	}
 }
 

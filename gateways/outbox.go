@@ -182,7 +182,10 @@ func (h *Hub) heldTurn(j *job, e store.Entry, started func(*store.Tx) error, cal
 	hooks := agent.Hooks{Started: started, Done: func(tx *store.Tx) error { return held.done(tx, e) }}
 	err := call(held, hooks)
 	if err != nil || strings.TrimSpace(held.final) == "" {
-		if held.got {
+		// A turn whose start was not stored stored nothing, its answer
+		// neither (they share a transaction when the answer is quick):
+		// the message runs again, so the answer is not shown now.
+		if held.got && !errors.Is(err, agent.ErrNotStarted) {
 			// Stored or not (the save failed), it is shown as before.
 			ev.Final(held.final)
 		}

@@ -35,8 +35,9 @@ const MsgNoModel = "No model is configured, so plain text has nowhere to go. " +
 	"api_key_file = \"~/.anthropic-key\"\nthen restart latch. Meanwhile !<command> runs a shell command."
 
 // runTurn hands plain text to the agent. The agent marks the entry running
-// in the same transaction that stores the user's message, before the model
-// is called: a crash from then on resumes the turn after the restart
+// in the same transaction that stores the user's message, while the model
+// is first called or, when it answers at once, with the answer (see
+// agent.Hooks): a crash from then on resumes the turn after the restart
 // (KindResume), a crash before it runs the message once. The answer is
 // stored with the entry (Answered) in the transaction that saves it, and
 // shown once that has committed (heldTurn). With no model there is

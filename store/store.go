@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync/atomic"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -59,6 +60,9 @@ var (
 // DB is an open latch database.
 type DB struct {
 	bolt *bolt.DB
+	// commits counts the read-write transactions that committed through
+	// Update: each is a durable write (bbolt syncs the file twice).
+	commits atomic.Uint64
 }
 
 // Options tune Open.
@@ -95,7 +99,10 @@ func Open(path string, opts Options) (*DB, error) {
 	db := &DB{bolt: b}
 	if opts.ReadOnly {
 		err = db.View(func(tx *Tx) error { return checkSchema(tx.tx) })
-	} else {
+	} else if err = b.View(func(tx *bolt.Tx) error { return current(tx) }); err != nil {
+		// A commit syncs the file twice, even one that changes nothing:
+		// a file already current (every start after the first) is not
+		// written at all.
 		err = b.Update(migrate)
 	}
 	if err != nil {
@@ -118,6 +125,22 @@ func migrate(tx *bolt.Tx) error {
 		}
 	}
 	return meta.Put(keySchema, u64(SchemaVersion))
+}
+
+// errMigrate says the file needs migrate.
+var errMigrate = errors.New("the file is not at the current schema")
+
+// current returns nil if migrate would change nothing in the file.
+func current(tx *bolt.Tx) error {
+	for _, name := range allBuckets {
+		if tx.Bucket(name) == nil {
+			return errMigrate
+		}
+	}
+	if v := tx.Bucket(bucketMeta).Get(keySchema); len(v) != 8 || fromU64(v) != SchemaVersion {
+		return errMigrate
+	}
+	return nil
 }
 
 func checkSchema(tx *bolt.Tx) error {
@@ -147,8 +170,15 @@ func (db *DB) Path() string { return db.bolt.Path() }
 
 // Update runs fn in a read-write transaction; fn's error rolls it back.
 func (db *DB) Update(fn func(*Tx) error) error {
-	return db.bolt.Update(func(btx *bolt.Tx) error { return fn(&Tx{tx: btx}) })
+	return db.bolt.Update(func(btx *bolt.Tx) error {
+		btx.OnCommit(func() { db.commits.Add(1) })
+		return fn(&Tx{tx: btx})
+	})
 }
+
+// Commits is how many transactions Update has committed since Open: what
+// the answer path pays in disk syncs, for tests and the bench to count.
+func (db *DB) Commits() uint64 { return db.commits.Load() }
 
 // View runs fn in a read-only transaction.
 func (db *DB) View(fn func(*Tx) error) error {

@@ -57,6 +57,38 @@ func TestNewerSchemaRefused(t *testing.T) {
 	}
 }
 
+// TestReopenWritesNothing: opening a file already at the current schema
+// commits nothing (a commit syncs the disk twice, on every start); one
+// that lacks a bucket gets it.
+func TestReopenWritesNothing(t *testing.T) {
+	db := openTest(t)
+	path := db.Path()
+	txid := func(db *DB) (id int) {
+		db.bolt.View(func(tx *boltTx) error { id = tx.ID(); return nil })
+		return id
+	}
+	before := txid(db)
+	db.Close()
+	db, err := Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after := txid(db); after != before {
+		t.Errorf("reopening committed %d transactions", after-before)
+	}
+	if err := db.bolt.Update(func(tx *boltTx) error { return tx.DeleteBucket(bucketJobs) }); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	if db, err = Open(path, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if err := db.View(func(tx *Tx) error { _, err := tx.bucket(bucketJobs); return err }); err != nil {
+		t.Errorf("a missing bucket was not made: %v", err)
+	}
+}
+
 func TestLatchAndPendingRoundTrip(t *testing.T) {
 	db := openTest(t)
 	since := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)

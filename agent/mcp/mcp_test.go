@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,6 +20,7 @@ import (
 	"github.com/latchd/latch/agent/mcp/mcptest"
 	"github.com/latchd/latch/agent/mcp/wire"
 	"github.com/latchd/latch/agent/tools"
+	"github.com/latchd/latch/internal/pageout"
 )
 
 // sidecarBin is the latch-mcp binary the tests run.
@@ -456,5 +458,17 @@ func TestPermissions(t *testing.T) {
 	var none *Manager
 	if none.Tools() != nil || none.Permission("a__x") != "deny" || none.Statuses() != nil {
 		t.Error("a nil Manager offers something")
+	}
+}
+
+// The daemon's LATCH_NO_PAGEOUT=1 reaches the sidecar, and nothing else of
+// latch's does.
+func TestSidecarEnvKeepsPageOutSwitch(t *testing.T) {
+	daemon := []string{"PATH=/bin", pageout.EnvNoPageOut + "=1", "LATCH_TELEGRAM_TOKEN=secret"}
+	if got, want := sidecarEnv(daemon), []string{"PATH=/bin", pageout.EnvNoPageOut + "=1"}; !slices.Equal(got, want) {
+		t.Errorf("sidecarEnv(%q) = %q, want %q", daemon, got, want)
+	}
+	if got := sidecarEnv([]string{"PATH=/bin", pageout.EnvNoPageOut + "=0"}); !slices.Equal(got, []string{"PATH=/bin"}) {
+		t.Errorf("sidecarEnv with %s=0 = %q, want PATH only", pageout.EnvNoPageOut, got)
 	}
 }

@@ -9,12 +9,14 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
 
 	"github.com/latchd/latch/agent/mcp/wire"
 	"github.com/latchd/latch/agent/tools"
+	"github.com/latchd/latch/internal/pageout"
 )
 
 // SidecarName is the sidecar's file name, next to the latch binary.
@@ -146,7 +148,7 @@ func (sc *sidecar) start() (*sidecarProc, error) {
 	p := &sidecarProc{fds: c.(*net.UnixConn), stderr: &tools.StderrTail{},
 		pending: map[uint64]chan wire.Reply{}, sessions: map[uint64]*session{}, dead: make(chan struct{})}
 	p.proc, err = tools.StartProcess(tools.ProcessOptions{
-		Dir: sc.m.opts.Dir, Env: minimalEnv(sc.m.opts.Environ, nil), Stderr: p.stderr,
+		Dir: sc.m.opts.Dir, Env: sidecarEnv(sc.m.opts.Environ), Stderr: p.stderr,
 		Reaper: sc.m.opts.Reaper, Cgroups: sc.m.opts.Cgroups, ExtraFiles: []*os.File{theirs},
 	}, path)
 	if err != nil {
@@ -360,4 +362,18 @@ func (s *session) close() {
 	delete(s.p.sessions, s.id)
 	s.p.mu.Unlock()
 	s.end(errors.New("closed"))
+}
+
+// sidecarEnv is the sidecar's environment: the minimal one, plus the
+// daemon's LATCH_NO_PAGEOUT=1, which keeps the sidecar's start-up pages
+// as it keeps the daemon's.
+func sidecarEnv(environ []string) []string {
+	if environ == nil {
+		environ = os.Environ()
+	}
+	var extra map[string]string
+	if slices.Contains(environ, pageout.EnvNoPageOut+"=1") {
+		extra = map[string]string{pageout.EnvNoPageOut: "1"}
+	}
+	return minimalEnv(environ, extra)
 }

@@ -250,7 +250,7 @@ func TestDoctorJSON(t *testing.T) {
 		names = append(names, name)
 		statuses[name] = status
 	}
-	wantNames := []string{"home", "config", "secret", "database", "daemon", "workspace", "telegram", "webhook", "slack", "model", "mcp", "service"}
+	wantNames := []string{"home", "config", "secret", "database", "daemon", "workspace", "telegram", "webhook", "slack", "matrix", "model", "mcp", "service"}
 	if !slices.Equal(names, wantNames) {
 		t.Errorf("checks %v, want %v", names, wantNames)
 	}

@@ -2,10 +2,12 @@ package mcpsdk
 
 import (
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 
 	"github.com/latchd/latch/agent/mcp/wire"
+	"github.com/latchd/latch/internal/pageout"
 )
 
 // Main is the sidecar's whole program: it makes itself non-dumpable (the
@@ -34,7 +36,9 @@ func Main() int {
 		fmt.Fprintln(os.Stderr, "latch-mcp: descriptor 3 is not a unix socket")
 		return 2
 	}
-	if err := Serve(os.Stdin, os.Stdout, fds); err != nil {
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	giveBack := func() { pageout.Log(log, pageout.GiveBackStartup()) }
+	if err := serve(os.Stdin, os.Stdout, fds, giveBack); err != nil {
 		fmt.Fprintln(os.Stderr, "latch-mcp:", err)
 		return 1
 	}

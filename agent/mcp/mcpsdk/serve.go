@@ -37,6 +37,11 @@ type sidecar struct {
 	sessions map[uint64]*session
 	calls    map[uint64]context.CancelFunc
 	wg       sync.WaitGroup
+
+	// ready runs once, after the first server is dialled and its tools
+	// listed (see dial); nil for none.
+	ready     func()
+	readyOnce sync.Once
 }
 
 // session is one server's.
@@ -48,7 +53,12 @@ type session struct {
 // Serve answers the requests read from in on out until in ends, then
 // closes every session. fds is the socket stdio servers' pipes come on.
 func Serve(in io.Reader, out io.Writer, fds *net.UnixConn) error {
-	s := &sidecar{fds: fds, enc: json.NewEncoder(out), sessions: map[uint64]*session{}, calls: map[uint64]context.CancelFunc{}}
+	return serve(in, out, fds, nil)
+}
+
+// serve is Serve that runs ready once the sidecar is ready.
+func serve(in io.Reader, out io.Writer, fds *net.UnixConn, ready func()) error {
+	s := &sidecar{fds: fds, ready: ready, enc: json.NewEncoder(out), sessions: map[uint64]*session{}, calls: map[uint64]context.CancelFunc{}}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer s.wg.Wait()
 	defer cancel()
@@ -185,6 +195,13 @@ func (s *sidecar) dial(ctx context.Context, req wire.Request, files []*os.File) 
 	s.sessions[req.Conn] = sess
 	s.mu.Unlock()
 	s.send(wire.Reply{ID: req.ID, Tools: list})
+	// Start-up is over: the SDK's client, its transports' set-up, the
+	// JSON schemas of a listing and the request loop have all run once.
+	// What runs from here (calls, listings, the wire) runs again and
+	// faults back the few pages it needs.
+	if s.ready != nil {
+		s.readyOnce.Do(s.ready)
+	}
 	s.wg.Go(func() {
 		err := cs.Wait()
 		s.closeSession(req.Conn)

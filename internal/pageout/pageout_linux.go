@@ -1,4 +1,4 @@
-package daemon
+package pageout
 
 import (
 	"bufio"
@@ -11,11 +11,11 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// giveBackStartup returns to the kernel the pages of latch's own binary
+// GiveBackStartup returns to the kernel the pages of latch's own binary
 // that start-up touched and idle does not need: package inits, config
 // parsing, cobra, TLS set-up. Go's linker lays functions out by package
 // and the kernel maps 64 KiB around every fault of a cached file
-// (fault-around), so by the time the daemon is ready nearly all of .text,
+// (fault-around), so by the time the program is ready nearly all of .text,
 // .rodata and .gopclntab is resident, most of it never to run again.
 //
 // For each read-only mapping of the executable (never a writable one: its
@@ -24,7 +24,7 @@ import (
 // unmaps the pages and drops them from the page cache; then it drops what
 // is left of the file in the page cache that nothing maps (read-ahead
 // brought in more than was mapped). So the pages leave VmRSS and the
-// service cgroup's memory.current together. What the daemon touches next
+// service cgroup's memory.current together. What the program touches next
 // comes back a page at a time: fault-around maps only pages still in the
 // page cache (Linux 6.x's should_fault_around does not look at
 // MADV_RANDOM; it is read-ahead that would bring the window back).
@@ -39,18 +39,18 @@ import (
 //
 // It is advice: an error is reported, never fatal, and the program runs
 // on as before. LATCH_NO_PAGEOUT=1 turns it off.
-func giveBackStartup() pageOutResult {
+func GiveBackStartup() Result {
 	if os.Getenv(EnvNoPageOut) == "1" {
-		return pageOutResult{Skipped: EnvNoPageOut + "=1"}
+		return Result{Skipped: EnvNoPageOut + "=1"}
 	}
 	exe, err := os.Readlink("/proc/self/exe")
 	if err != nil {
-		return pageOutResult{Skipped: "no /proc/self/exe", Err: err}
+		return Result{Skipped: "no /proc/self/exe", Err: err}
 	}
 	advice := unix.MADV_PAGEOUT
 	if !mayPageOut(exe) {
 		if traced() {
-			return pageOutResult{Skipped: "traced by a debugger"}
+			return Result{Skipped: "traced by a debugger"}
 		}
 		advice = unix.MADV_DONTNEED
 	}
@@ -59,17 +59,17 @@ func giveBackStartup() pageOutResult {
 
 // giveBack advises MADV_RANDOM and then advice over the read-only mappings
 // of exe, and evicts exe from the page cache.
-func giveBack(exe string, advice int) pageOutResult {
+func giveBack(exe string, advice int) Result {
 	maps, err := os.Open("/proc/self/maps")
 	if err != nil {
-		return pageOutResult{Skipped: "no /proc/self/maps", Err: err}
+		return Result{Skipped: "no /proc/self/maps", Err: err}
 	}
 	defer maps.Close()
 	ranges, err := readOnlyMappings(maps, exe)
 	if err != nil {
-		return pageOutResult{Skipped: "unreadable /proc/self/maps", Err: err}
+		return Result{Skipped: "unreadable /proc/self/maps", Err: err}
 	}
-	var r pageOutResult
+	var r Result
 	for _, m := range ranges {
 		for _, a := range []int{unix.MADV_RANDOM, advice} {
 			// Raw addresses from /proc, not Go pointers: no []byte may

@@ -1,21 +1,24 @@
-package daemon
+// Package pageout gives the kernel back the pages of a latch binary that
+// start-up touched and idle does not need (GiveBackStartup). The daemon
+// and the MCP sidecar (cmd/latch-mcp) call it once they are ready.
+package pageout
 
 import "log/slog"
 
-// EnvNoPageOut set to 1 turns giveBackStartup off.
+// EnvNoPageOut set to 1 turns GiveBackStartup off.
 const EnvNoPageOut = "LATCH_NO_PAGEOUT"
 
-// pageOutResult says what giveBackStartup did, for the log and tests.
-type pageOutResult struct {
+// Result says what GiveBackStartup did, for the log and tests.
+type Result struct {
 	Skipped  string // why nothing was done; "" when it ran
 	Mappings int    // read-only mappings of the executable advised
 	Bytes    uint64 // their size
 	Err      error  // the first madvise that failed, if any
 }
 
-// logPageOut reports r at debug level, or as a warning when advice failed:
-// either way the daemon runs on.
-func logPageOut(log *slog.Logger, r pageOutResult) {
+// Log reports r at debug level, or as a warning when advice failed:
+// either way the program runs on.
+func Log(log *slog.Logger, r Result) {
 	switch {
 	case r.Err != nil:
 		log.Warn("giving back start-up pages failed; running on", "err", r.Err, "skipped", r.Skipped)
