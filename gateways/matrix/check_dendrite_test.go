@@ -3,6 +3,7 @@ package matrix_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
@@ -76,4 +77,41 @@ func checkServer(t *testing.T) (context.Context, *dendritetest.Server, dendritet
 	s := dendritetest.Start(t, dendritetest.Options{})
 	u := s.Register(t, "latch")
 	return ctx, s, u, matrix.Config{Homeserver: s.URL, UserID: u.UserID, AccessToken: u.AccessToken, DeviceID: u.DeviceID}
+}
+
+// TestBackfillOnDendrite: on a real homeserver, 120 messages of the owner
+// while latch was down (past the filter's 50) are all taken, in order,
+// once: the limited timeline is back-filled with /messages from
+// prev_batch to the stored next_batch.
+func TestBackfillOnDendrite(t *testing.T) {
+	ctx, s, bu, cfg := checkServer(t)
+	ou := s.Register(t, "owner")
+	own := s.Login(t, ou)
+	room := own.CreateDM(ctx, id.UserID(bu.UserID), false)
+	bot, err := mautrix.NewClient(s.URL, id.UserID(bu.UserID), bu.AccessToken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bot.JoinRoomByID(ctx, room); err != nil {
+		t.Fatal(err)
+	}
+	before, err := bot.SyncRequest(ctx, 0, "", "", false, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 120
+	var want []string
+	for i := range n {
+		want = append(want, fmt.Sprintf("%s: m%d", ou.UserID, i))
+		own.Say(ctx, room, fmt.Sprintf("m%d", i))
+	}
+	sk := &sink{cursor: `{"b":"` + before.NextBatch + `","o":{"r":"` + string(room) + `","u":"` + ou.UserID + `"}}`}
+	cfg.MinBackoff, cfg.MaxBackoff, cfg.SyncTimeout = 10*time.Millisecond, 100*time.Millisecond, time.Second
+	g := matrix.New(cfg, slog.New(slog.NewTextHandler(t.Output(), nil)))
+	running(t, g, sk)
+	waitFor(t, "the owner's messages", func() bool { return len(sk.texts()) >= n })
+	got := sk.texts()
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("taken %d messages, want the %d in order:\n%s", len(got), n, strings.Join(got, "\n"))
+	}
 }
