@@ -20,6 +20,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -695,14 +696,30 @@ func TestFetchResultFormat(t *testing.T) {
 	}
 }
 
-func TestFetchErrors(t *testing.T) {
-	t.Parallel()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+// refusingPort is a loopback port that refuses connections for the whole
+// test: a socket bound to it and never listening holds it, so no other
+// test's server can take it (a port listened on and closed can be, and
+// then the connection is not refused).
+func refusingPort(t *testing.T) int {
+	t.Helper()
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	closedPort := l.Addr().(*net.TCPAddr).Port
-	l.Close()
+	t.Cleanup(func() { syscall.Close(fd) })
+	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	sa, err := syscall.Getsockname(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sa.(*syscall.SockaddrInet4).Port
+}
+
+func TestFetchErrors(t *testing.T) {
+	t.Parallel()
+	closedPort := refusingPort(t)
 	srv := newLoopbackServer(t, "127.0.0.1", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/partial" {
 			io.WriteString(w, "first part\n")
