@@ -1,9 +1,13 @@
 // Package pageout gives the kernel back the pages of a latch binary that
-// start-up touched and idle does not need (GiveBackStartup). The daemon
-// and the MCP sidecar (cmd/latch-mcp) call it once they are ready.
+// start-up touched and idle does not need, and the heap its package inits
+// left as garbage (GiveBackStartup). The daemon and the MCP sidecar
+// (cmd/latch-mcp) call it once they are ready.
 package pageout
 
-import "log/slog"
+import (
+	"log/slog"
+	"time"
+)
 
 // EnvNoPageOut set to 1 turns GiveBackStartup off.
 const EnvNoPageOut = "LATCH_NO_PAGEOUT"
@@ -14,6 +18,8 @@ type Result struct {
 	Mappings int    // read-only mappings of the executable advised
 	Bytes    uint64 // their size
 	Err      error  // the first madvise that failed, if any
+
+	Collection time.Duration // how long the collection before it took
 }
 
 // Log reports r at debug level, or as a warning when advice failed:
@@ -21,10 +27,10 @@ type Result struct {
 func Log(log *slog.Logger, r Result) {
 	switch {
 	case r.Err != nil:
-		log.Warn("giving back start-up pages failed; running on", "err", r.Err, "skipped", r.Skipped)
+		log.Warn("giving back start-up pages failed; running on", "err", r.Err, "skipped", r.Skipped, "collection", r.Collection)
 	case r.Skipped != "":
-		log.Debug("start-up pages kept", "why", r.Skipped)
+		log.Debug("start-up pages kept", "why", r.Skipped, "collection", r.Collection)
 	default:
-		log.Debug("start-up pages given back", "mappings", r.Mappings, "bytes", r.Bytes)
+		log.Debug("start-up pages given back", "mappings", r.Mappings, "bytes", r.Bytes, "collection", r.Collection)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"os"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -88,6 +89,24 @@ func TestGiveBackReturnsBinaryPages(t *testing.T) {
 				t.Errorf("RssFile %d KiB before, %d KiB after: want at least 1 MiB given back", before, after)
 			}
 		})
+	}
+}
+
+// Before the page-out it collects once, so the garbage the package inits
+// left is freed; the kill switch turns both off.
+func TestGiveBackStartupCollectsOnce(t *testing.T) {
+	for _, tc := range []struct {
+		env  string
+		want uint32
+	}{{"", 1}, {"1", 0}} {
+		t.Setenv(EnvNoPageOut, tc.env)
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		GiveBackStartup()
+		runtime.ReadMemStats(&after)
+		if got := after.NumForcedGC - before.NumForcedGC; got != tc.want {
+			t.Errorf("%s=%q: %d forced collections, want %d", EnvNoPageOut, tc.env, got, tc.want)
+		}
 	}
 }
 
