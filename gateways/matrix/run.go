@@ -98,6 +98,15 @@ func (g *Gateway) sync(ctx context.Context, since string) (*mautrix.RespSync, er
 	if since == "" {
 		timeout = 0 // the first sync only finds where "now" is
 	}
+	g.mu.Lock()
+	holding := len(g.held) > 0
+	g.mu.Unlock()
+	if holding && timeout > heldWait {
+		// Events wait for their room key: the sync that tries them again
+		// comes within heldWait, so one whose key never comes is refused
+		// (and said) then, not after a quiet room's whole long-poll.
+		timeout = heldWait
+	}
 	ctx, cancel := context.WithTimeout(ctx, timeout+g.cfg.RequestTimeout)
 	defer cancel()
 	q := mautrix.ReqSync{Timeout: int(timeout / time.Millisecond), Since: since, FilterID: filter}

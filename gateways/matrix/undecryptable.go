@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"time"
 
 	"maunium.net/go/mautrix/event"
 
@@ -16,8 +17,13 @@ var errNoE2EE = errors.New("latch has no end-to-end encryption here")
 // errNoRoomKey: no room key (yet) for an event's Megolm session.
 var errNoRoomKey = errors.New("no room key for its session (not shared with latch's device)")
 
-// maxHeld bounds the latched room's events held for their room key.
-const maxHeld = 16
+// maxHeld bounds the latched room's events held for their room key;
+// heldWait is how long the sync that tries them again waits at most for
+// the key's to-device message.
+const (
+	maxHeld  = 16
+	heldWait = 2 * time.Second
+)
 
 // hold keeps an event of the latched room whose room key has not come
 // (the key's to-device message may come after the event): the next sync
