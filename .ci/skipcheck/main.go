@@ -29,6 +29,7 @@ func main() {
 	output := map[string]string{}
 	var bad []string
 	failed := false
+	var failures []string // tests that failed, with their output below
 	for sc.Scan() {
 		var e event
 		if json.Unmarshal(sc.Bytes(), &e) != nil {
@@ -40,6 +41,9 @@ func main() {
 			output[key] += e.Output
 		case "fail":
 			failed = true
+			if e.Test != "" {
+				failures = append(failures, key)
+			}
 		case "skip":
 			if e.Test == "" || isAllowed(output[key]) {
 				continue
@@ -49,6 +53,9 @@ func main() {
 	}
 	for _, b := range bad {
 		fmt.Println("skipped:", b)
+	}
+	for _, f := range failures {
+		fmt.Printf("failed: %s\n%s", f, output[f])
 	}
 	if len(bad) > 0 || failed {
 		fmt.Printf("skipcheck: %d skipped tests, failures: %v\n", len(bad), failed)
