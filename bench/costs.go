@@ -28,7 +28,8 @@ type moduleCode struct {
 	Bytes  int64  `json:"text_bytes"`
 }
 
-// codeByModule builds ./cmd/latch with its symbol table and adds up the
+// codeByModule builds ./cmd/latch-matrix (latch with the Matrix adapter:
+// every module latch can run) with its symbol table and adds up the
 // sizes of its functions (go tool nm, text symbols) by the module of their
 // package: the standard library, latch, each dependency. The binary's
 // other parts (function table, type data, strings) are shared data the
@@ -38,11 +39,11 @@ func codeByModule(ctx context.Context, dir string) ([]moduleCode, int64, error) 
 	if err != nil {
 		return nil, 0, err
 	}
-	bin, err := goBuild(ctx, filepath.Join(dir, "latch-symbols"), "./cmd/latch", "-w")
+	bin, err := goBuild(ctx, filepath.Join(dir, "latch-symbols"), "./cmd/latch-matrix", "-w")
 	if err != nil {
 		return nil, 0, err
 	}
-	list := exec.CommandContext(ctx, "go", "list", "-deps", "-f", "{{.ImportPath}} {{with .Module}}{{.Path}}{{end}}", "./cmd/latch")
+	list := exec.CommandContext(ctx, "go", "list", "-deps", "-f", "{{.ImportPath}} {{with .Module}}{{.Path}}{{end}}", "./cmd/latch-matrix")
 	list.Dir, list.Env = root, append(os.Environ(), "CGO_ENABLED=0")
 	pkgs, err := list.Output()
 	if err != nil {

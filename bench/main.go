@@ -72,7 +72,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.quick, "quick", false, "smoke run: short phases, few samples, 1 run unless -runs is given")
 	fs.IntVar(&o.runs, "runs", 0, "independent runs, each on a fresh LATCH_HOME and fake (default 3; 1 with -quick)")
 	fs.BoolVar(&o.json, "json", false, "print JSON instead of the table")
-	fs.StringVar(&o.bin, "bin", "", "measure this latch binary instead of building ./cmd/latch")
+	fs.StringVar(&o.bin, "bin", "", "measure this latch binary (with latch-matrix beside it for Matrix) instead of building ./cmd/latch")
 	fs.StringVar(&o.dir, "dir", os.TempDir(), "where to create the temporary LATCH_HOMEs; keep the path short (Unix socket)")
 	fs.BoolVar(&o.noModel, "no-model", false, "configure no model: plain text gets latch's fixed hint instead of a turn with the instant fake model")
 	fs.BoolVar(&o.keep, "keep", false, "keep the temporary directory (binary, homes, daemon logs)")
@@ -188,7 +188,7 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) error {
 	}
 	bin := o.bin
 	if bin == "" {
-		fmt.Fprintln(stderr, "bench: go build ./cmd/latch")
+		fmt.Fprintln(stderr, "bench: go build ./cmd/latch ./cmd/latch-matrix")
 		if bin, err = build(ctx, root); err != nil {
 			return err
 		}

@@ -30,10 +30,15 @@ func moduleRoot(ctx context.Context) (string, error) {
 	return filepath.Dir(mod), nil
 }
 
-// build compiles ./cmd/latch of the module bench runs in into dir.
+// build compiles ./cmd/latch of the module bench runs in into dir, and
+// ./cmd/latch-matrix beside it (latch runs it in its place when Matrix is
+// configured).
 func build(ctx context.Context, dir string) (string, error) {
 	// The release build the README gives: static (no cgo, so no libc
 	// mapped in), without symbol table and DWARF.
+	if _, err := goBuild(ctx, filepath.Join(dir, "latch-matrix"), "./cmd/latch-matrix", "-s -w"); err != nil {
+		return "", err
+	}
 	return goBuild(ctx, filepath.Join(dir, "latch"), "./cmd/latch", "-s -w")
 }
 

@@ -129,6 +129,9 @@ func (d *Daemon) Run(ctx context.Context) error {
 	if d.Log == nil {
 		d.Log = slog.New(slog.DiscardHandler)
 	}
+	if err := CheckLinked(d.Config); err != nil {
+		return err
+	}
 	home := d.Config.Home
 	if err := config.CheckHome(home); err != nil {
 		return fmt.Errorf("%w: %w", ErrConfig, err)

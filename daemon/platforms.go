@@ -1,12 +1,12 @@
 package daemon
 
 import (
+	"fmt"
 	"log/slog"
 
 	"github.com/latchd/latch/config"
 	"github.com/latchd/latch/gateways"
 	"github.com/latchd/latch/gateways/discord"
-	"github.com/latchd/latch/gateways/matrix"
 	"github.com/latchd/latch/gateways/slack"
 	"github.com/latchd/latch/gateways/telegram"
 )
@@ -25,6 +25,46 @@ type Platform struct {
 	// serves `latch pair` when no daemon runs (a running gateway answers
 	// through gateways.PairLinker).
 	PairLink func(bot, code string) string
+	// Binary, when set, is the executable (beside latch) whose build links
+	// the adapter; New is nil until that build calls [LinkGateway].
+	Binary string
+}
+
+// LinkGateway fills in New for the platform called name: the adapter is
+// linked into this binary. A build that links an optional adapter (see
+// Platform.Binary) calls it before main; it panics on an unknown name.
+func LinkGateway(name string, new func(cfg *config.Config, log *slog.Logger) gateways.Gateway) {
+	for i := range Platforms {
+		if Platforms[i].Name == name {
+			Platforms[i].New = new
+			return
+		}
+	}
+	panic("daemon.LinkGateway: no platform " + name)
+}
+
+// Unlinked returns the platforms cfg enables whose adapters this binary
+// does not link, so that the daemon cannot run them.
+func Unlinked(cfg *config.Config) []Platform {
+	var out []Platform
+	for _, p := range Platforms {
+		if p.New == nil && p.Settings(cfg).Enabled() {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// CheckLinked fails, with ErrConfig, when cfg enables a platform whose
+// adapter this binary does not link: the daemon would not run it, and
+// running without it would silently drop a gateway the owner configured.
+func CheckLinked(cfg *config.Config) error {
+	for _, p := range Unlinked(cfg) {
+		return fmt.Errorf("%w: [%s] is configured, and this latch binary does not link the %s adapter: %s runs it "+
+			"(latch starts it from beside itself at start-up; restart latch, and build %s beside it if it is missing)",
+			ErrConfig, p.Name, p.Title, p.Binary, p.Binary)
+	}
+	return nil
 }
 
 // Platforms is the platform table, in config.Platforms' order (a test
@@ -51,12 +91,11 @@ var Platforms = []Platform{
 			return slack.New(slack.Config{AppToken: c.AppToken, BotToken: c.BotToken, APIURL: c.APIURL,
 				AllowGroups: c.AllowGroups, Verbosity: c.Verbosity}, log)
 		}},
-	{Platform: config.MatrixPlatform,
-		New: func(cfg *config.Config, log *slog.Logger) gateways.Gateway {
-			c := cfg.Matrix
-			return matrix.New(matrix.Config{Homeserver: c.Homeserver, UserID: c.UserID, AccessToken: c.Token,
-				DeviceID: c.DeviceID, AllowGroups: c.AllowGroups, Verbosity: c.Verbosity}, log)
-		}},
+	// Matrix's adapter is linked into latch-matrix only (cmd/latch-matrix
+	// calls LinkGateway): mautrix's package initialisers cost every daemon
+	// that links it idle memory, configured or not. latch runs latch-matrix
+	// in its place when [matrix] is configured (cli).
+	{Platform: config.MatrixPlatform, Binary: "latch-matrix"},
 }
 
 // allowGroups is the Hub's per-gateway group setting.

@@ -67,6 +67,9 @@ func waitReload(ctx context.Context, reload <-chan struct{}, done <-chan error,
 			return nil, err
 		case <-reload:
 			next, err := load()
+			if err == nil {
+				err = CheckLinked(next)
+			}
 			if err != nil {
 				log.Error("reload refused: the new configuration is invalid; keeping the old one", logkey.Err, err)
 				continue

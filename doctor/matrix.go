@@ -7,8 +7,20 @@ import (
 
 	"github.com/latchd/latch/config"
 	"github.com/latchd/latch/gateways"
-	"github.com/latchd/latch/gateways/matrix"
 )
+
+// MatrixReport is what a Matrix check found: the fields of the adapter's
+// matrix.Report, which latch-matrix converts.
+type MatrixReport struct {
+	User, Device               string
+	KeysUploaded               bool
+	CrossSigning, DeviceSigned bool
+}
+
+// MatrixCheck is the Matrix adapter's check (matrix.Check), set by the
+// build that links it (cmd/latch-matrix); nil in latch, which runs
+// latch-matrix's doctor instead when [matrix] is configured (cli).
+var MatrixCheck func(ctx context.Context, m config.MatrixConfig) (MatrixReport, error)
 
 // checkMatrix tests the access token as the gateway uses it (whoami),
 // then whether the device's encryption keys are on the homeserver (latch
@@ -21,7 +33,11 @@ func (r *run) checkMatrix(ctx context.Context) Check {
 	if !m.Enabled() {
 		return skip(fmt.Sprintf("no access token ([matrix] access_token or %s); the Matrix gateway is off", config.EnvMatrixToken))
 	}
-	rep, err := matrix.Check(ctx, matrix.Config{Homeserver: m.Homeserver, UserID: m.UserID, AccessToken: m.Token, DeviceID: m.DeviceID})
+	if MatrixCheck == nil {
+		return fail("this latch binary does not link the Matrix adapter, and latch-matrix did not run in its place",
+			"build latch-matrix beside latch, in latch's source tree: CGO_ENABLED=0 go build -trimpath -ldflags=\"-s -w\" -o DIR ./cmd/latch-matrix (DIR: the folder latch is in)")
+	}
+	rep, err := MatrixCheck(ctx, m)
 	switch {
 	case errors.Is(err, gateways.ErrUnauthorized):
 		return fail(err.Error(), "log the bot in again (e.g. POST /_matrix/client/v3/login with its password) and put the new access token "+

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -24,6 +24,12 @@ func newRunCmd() *cobra.Command {
 			"($LATCH_HOME/latch.sock). SIGINT or SIGTERM stop it cleanly.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			// A gateway this binary does not link runs in the build that
+			// does (latch-matrix), in this process: before the hardening,
+			// which takes the secrets it needs out of the environment.
+			if err := execLinked(mainArgs(cmd.Context())); err != nil {
+				return err
+			}
 			// Before anything else: non-dumpable, and latch's secrets out
 			// of the environment the kernel shows in /proc.
 			getenv, err := daemon.Harden()

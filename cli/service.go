@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -21,6 +21,7 @@ import (
 
 	"github.com/latchd/latch/agent/mcp"
 	"github.com/latchd/latch/config"
+	"github.com/latchd/latch/daemon"
 	"github.com/latchd/latch/service"
 )
 
@@ -122,6 +123,7 @@ func runServiceInstall(cmd *cobra.Command, deps serviceDeps, fl installFlags) er
 	if cfg, err := config.Load(home); err == nil {
 		grace = cfg.Agent.ShutdownGrace
 		warnMissingSidecar(errOut, cfg, exe)
+		warnMissingLinked(errOut, cfg, exe)
 	}
 	unit, err := service.Unit(service.UnitOptions{
 		ExecPath: exe, Home: home, SearchPath: searchPath, System: fl.system, User: fl.userName, Harden: fl.harden,
@@ -532,6 +534,23 @@ func serviceHome(system bool, name string) (string, error) {
 func exists(path string) bool {
 	_, err := os.Lstat(path)
 	return err == nil
+}
+
+// warnMissingLinked says, when a gateway latch does not link is
+// configured (Matrix), that the service will not start unless the binary
+// that links it (latch-matrix) sits beside exe.
+func warnMissingLinked(errOut io.Writer, cfg *config.Config, exe string) {
+	if real, err := filepath.EvalSymlinks(exe); err == nil {
+		exe = real
+	}
+	for _, p := range daemon.Unlinked(cfg) {
+		bin := filepath.Join(filepath.Dir(exe), p.Binary)
+		if fi, err := os.Stat(bin); err != nil || !fi.Mode().IsRegular() || fi.Mode()&0o111 == 0 {
+			fmt.Fprintf(errOut, "latch: warning: [%s] is configured, and latch runs it with %s, which is not at %s: the service will not start; "+
+				"build it there, in latch's source tree: CGO_ENABLED=0 go build -trimpath -ldflags=\"-s -w\" -o %s ./cmd/%s\n",
+				p.Name, p.Binary, bin, filepath.Dir(bin), p.Binary)
+		}
+	}
 }
 
 // warnMissingSidecar says, when MCP servers are enabled, that the service

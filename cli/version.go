@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"fmt"
@@ -20,7 +20,7 @@ func newVersionCmd() *cobra.Command {
 	}
 }
 
-// buildVersion is the version set with -ldflags "-X main.version=…", else
+// buildVersion is the version set with -ldflags "-X github.com/latchd/latch/cli.version=…", else
 // what the go command recorded in the binary: the module version (a
 // `go install …@v1.2.3` build) and the VCS revision it was built from, with
 // "+dirty" for uncommitted changes.

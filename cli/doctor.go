@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"encoding/json"
@@ -36,6 +36,9 @@ func newDoctorCmdWith(deps doctorDeps) *cobra.Command {
 			"a check fails; warnings do not count. It never prints the token or the API key.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			// With [matrix] configured, latch-matrix's doctor checks it; if
+			// that binary is missing, this doctor's matrix check says so.
+			_ = execLinked(mainArgs(cmd.Context()))
 			d := &doctor.Doctor{Runner: deps.run, UnitPath: deps.unitPath, HTTPClient: deps.http}
 			rep := d.Run(cmd.Context())
 			out := cmd.OutOrStdout()

@@ -1,6 +1,7 @@
-package main
+package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -19,7 +20,7 @@ const (
 	exitConfig    = 78 // EX_CONFIG: fix the configuration; restarting will not help
 )
 
-// version is set at build time with -ldflags "-X main.version=...".
+// version is set at build time with -ldflags "-X github.com/latchd/latch/cli.version=...".
 var version = "dev"
 
 // exitError carries a specific exit code through cobra.
@@ -37,7 +38,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	err := root.Execute()
+	err := root.ExecuteContext(context.WithValue(context.Background(), argsKey{}, args))
 	if err == nil {
 		return exitOK
 	}
@@ -53,6 +54,16 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		return exitConfig
 	}
 	return exitError
+}
+
+// argsKey carries Main's arguments in the commands' context, for a
+// command that replaces the process with another build (execLinked).
+type argsKey struct{}
+
+// mainArgs returns the arguments Main was called with.
+func mainArgs(ctx context.Context) []string {
+	args, _ := ctx.Value(argsKey{}).([]string)
+	return args
 }
 
 func newRoot() *cobra.Command {

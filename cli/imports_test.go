@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"os/exec"
@@ -28,5 +28,27 @@ func TestDaemonDoesNotLinkTheMCPSDK(t *testing.T) {
 	// The check itself works: the sidecar does link it.
 	if !strings.Contains(deps("github.com/latchd/latch/cmd/latch-mcp"), sdk+"/mcp\n") {
 		t.Fatal("cmd/latch-mcp does not depend on the SDK: the check is broken")
+	}
+}
+
+// TestLatchDoesNotLinkMautrix: mautrix's package initialisers cost every
+// process that links them idle memory (bench/README.md, "Matrix"), so only
+// latch-matrix links the Matrix adapter; latch runs it in its place when
+// [matrix] is configured (execLinked).
+func TestLatchDoesNotLinkMautrix(t *testing.T) {
+	deps := func(pkg string) string {
+		out, err := exec.Command("go", "list", "-deps", pkg).Output()
+		if err != nil {
+			t.Fatalf("go list -deps %s: %v", pkg, err)
+		}
+		return string(out)
+	}
+	for _, line := range strings.Split(deps("github.com/latchd/latch/cmd/latch"), "\n") {
+		if strings.HasPrefix(line, "maunium.net/go/mautrix") || line == "github.com/latchd/latch/gateways/matrix" {
+			t.Errorf("cmd/latch depends on %s: the Matrix adapter belongs in latch-matrix only", line)
+		}
+	}
+	if !strings.Contains(deps("github.com/latchd/latch/cmd/latch-matrix"), "\ngithub.com/latchd/latch/gateways/matrix\n") {
+		t.Fatal("cmd/latch-matrix does not depend on the Matrix adapter: the check is broken")
 	}
 }
