@@ -45,9 +45,11 @@ func LinkGateway(name string, new func(cfg *config.Config, log *slog.Logger) gat
 
 // Unlinked returns the platforms cfg enables whose adapters this binary
 // does not link, so that the daemon cannot run them.
-func Unlinked(cfg *config.Config) []Platform {
+func Unlinked(cfg *config.Config) []Platform { return unlinked(Platforms, cfg) }
+
+func unlinked(table []Platform, cfg *config.Config) []Platform {
 	var out []Platform
-	for _, p := range Platforms {
+	for _, p := range table {
 		if p.New == nil && p.Settings(cfg).Enabled() {
 			out = append(out, p)
 		}
@@ -58,8 +60,10 @@ func Unlinked(cfg *config.Config) []Platform {
 // CheckLinked fails, with ErrConfig, when cfg enables a platform whose
 // adapter this binary does not link: the daemon would not run it, and
 // running without it would silently drop a gateway the owner configured.
-func CheckLinked(cfg *config.Config) error {
-	for _, p := range Unlinked(cfg) {
+func CheckLinked(cfg *config.Config) error { return checkLinked(Platforms, cfg) }
+
+func checkLinked(table []Platform, cfg *config.Config) error {
+	for _, p := range unlinked(table, cfg) {
 		return fmt.Errorf("%w: [%s] is configured, and this latch binary does not link the %s adapter: %s runs it "+
 			"(latch starts it from beside itself at start-up; restart latch, and build %s beside it if it is missing)",
 			ErrConfig, p.Name, p.Title, p.Binary, p.Binary)
