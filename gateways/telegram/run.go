@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	tgbotapi "github.com/go-telegram-bot-api/telegram-bot-api/v5"
@@ -41,14 +42,19 @@ func (g *Gateway) Run(ctx context.Context, sink adapter.Sink) error {
 		return err
 	}
 	ctx, stop := context.WithCancel(ctx)
-	saver := make(chan struct{})
+	var owned sync.WaitGroup // the topic saver and the menu request
+	owned.Add(2)
 	go func() {
-		defer close(saver)
+		defer owned.Done()
 		g.saveTopics(ctx, sink)
+	}()
+	go func() {
+		defer owned.Done()
+		g.setMenu(ctx)
 	}()
 	defer func() {
 		stop()
-		<-saver
+		owned.Wait()
 	}()
 	if g.webhookMode() {
 		if err := g.Restore(ctx, sink); err != nil {

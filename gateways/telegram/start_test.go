@@ -33,12 +33,28 @@ func TestStart(t *testing.T) {
 	if len(hooks) != 1 || hooks[0].Params["drop_pending_updates"] != "" {
 		t.Errorf("deleteWebhook calls = %+v, want one without drop_pending_updates", hooks)
 	}
+	// The command menu is set by Run, beside its first poll, not by Start.
+	if n := len(srv.Calls("setMyCommands")); n != 0 {
+		t.Errorf("Start made %d setMyCommands calls, want none (Run sets the menu)", n)
+	}
+	stop := run(t, g, &memSink{})
+	waitFake(t, srv, "the command menu", func() bool { return len(srv.Commands()) > 0 })
 	var names []string
 	for _, c := range srv.Commands() {
 		names = append(names, c.Command)
 	}
 	if want := []string{"new", "stop", "status", "jobs", "help"}; !slices.Equal(names, want) {
 		t.Errorf("commands = %v, want %v", names, want)
+	}
+	// Once per Start: a Run after the first sets it no more.
+	if err := stop(); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	stop = run(t, g, &memSink{})
+	waitFake(t, srv, "a poll of the second Run", func() bool { return len(srv.Calls("getUpdates")) >= 2 })
+	stop()
+	if n := len(srv.Calls("setMyCommands")); n != 1 {
+		t.Errorf("setMyCommands calls = %d after two Runs of one Start, want 1", n)
 	}
 }
 
@@ -50,6 +66,8 @@ func TestStartIgnoresNonEssentialFailures(t *testing.T) {
 	if err := g.Start(testContext(t)); err != nil {
 		t.Fatalf("Start = %v, want nil: setMyCommands and deleteWebhook are not essential", err)
 	}
+	run(t, g, &memSink{})
+	eventually(t, "the menu's failure logged", func() bool { return len(logs.lines("setMyCommands failed")) > 0 })
 	if len(logs.lines("level=DEBUG", "setMyCommands failed")) != 1 {
 		t.Errorf("setMyCommands failure not logged at debug; logs:\n%s", logs)
 	}

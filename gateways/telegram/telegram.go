@@ -127,6 +127,9 @@ type Gateway struct {
 
 	mu    sync.Mutex
 	api   *tgbotapi.BotAPI // set by Start; copied per call, see bot
+	// menuDue is set by Start: the next Run sets the command menu beside
+	// its first poll (setMenu), rather than Start waiting for it.
+	menuDue bool
 	info  adapter.Info
 	chats map[int64]*rate.Limiter // per-chat pacing, see post
 	// topics is the forum topic latch last answered in, per chat (see
@@ -234,9 +237,9 @@ func StartLink(bot, code string) string {
 	return "https://t.me/" + bot + "?start=" + url.QueryEscape(code)
 }
 
-// Start verifies the token with getMe and registers the bot's commands. For
-// polling it removes any webhook (keeping pending updates); in webhook mode
-// it binds the listener and sets the webhook. A rejected token gives
+// Start verifies the token with getMe; the next Run registers the bot's
+// commands (setMenu). For polling it removes any webhook (keeping pending
+// updates); in webhook mode it binds the listener and sets the webhook. A rejected token gives
 // ErrUnauthorized; any other error is transient and Start may be called
 // again.
 func (g *Gateway) Start(ctx context.Context) error {
@@ -257,6 +260,7 @@ func (g *Gateway) Start(ctx context.Context) error {
 	g.mu.Lock()
 	g.api = api
 	g.info.BotName = api.Self.UserName
+	g.menuDue = true
 	g.mu.Unlock()
 	g.setStatus(nil)
 	g.log.Info("connected to the Bot API", "bot", api.Self.UserName)
@@ -270,10 +274,24 @@ func (g *Gateway) Start(ctx context.Context) error {
 	} else if _, err := g.request(ctx, tgbotapi.DeleteWebhookConfig{}); err != nil {
 		g.log.Warn("deleteWebhook failed; polling may get 409 Conflict", logkey.Err, err)
 	}
-	if _, err := g.request(ctx, tgbotapi.NewSetMyCommands(commands()...)); err != nil {
+	return nil
+}
+
+// setMenu registers the bot's command menu once after each Start. It is
+// no condition of receiving messages, so Run does it beside its first
+// poll: a start waits one Bot API round trip less (on the real API some
+// 50–200 ms). A failure is logged and ignored.
+func (g *Gateway) setMenu(ctx context.Context) {
+	g.mu.Lock()
+	due := g.menuDue
+	g.menuDue = false
+	g.mu.Unlock()
+	if !due {
+		return
+	}
+	if _, err := g.request(ctx, tgbotapi.NewSetMyCommands(commands()...)); err != nil && ctx.Err() == nil {
 		g.log.Debug("setMyCommands failed; ignored", logkey.Err, err)
 	}
-	return nil
 }
 
 // checkPrivacy warns when groups may be latched but the bot's privacy mode
