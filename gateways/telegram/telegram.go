@@ -125,13 +125,13 @@ type Gateway struct {
 	chatEvery   time.Duration
 	groupWindow time.Duration
 
-	mu    sync.Mutex
-	api   *tgbotapi.BotAPI // set by Start; copied per call, see bot
+	mu  sync.Mutex
+	api *tgbotapi.BotAPI // set by Start; copied per call, see bot
 	// menuDue is set by Start: the next Run sets the command menu beside
 	// its first poll (setMenu), rather than Start waiting for it.
 	menuDue bool
-	info  adapter.Info
-	chats map[int64]*rate.Limiter // per-chat pacing, see post
+	info    adapter.Info
+	chats   map[int64]*rate.Limiter // per-chat pacing, see post
 	// topics is the forum topic latch last answered in, per chat (see
 	// topic.go), also stored in the cursor (see topicstate.go):
 	// topicsRead is set once the stored ones were read, topicsStored is
