@@ -18,7 +18,8 @@ import (
 	"github.com/latchd/latch/gateways/slack/slacktest"
 )
 
-// TestE2ESlackStrangerFlood: 10,000 events that are not the owner's —
+// TestE2ESlackStrangerFlood: 10,000 events (and the few hundred more
+// that make the collections its heap is read at) that are not the owner's —
 // strangers' DMs (pairing guesses, commands, text), the owner's user id
 // from another workspace in the owner's own DM, a stranger mentioning the
 // bot in a channel (groups are off), another bot posting in the owner's
@@ -81,29 +82,30 @@ func TestE2ESlackStrangerFlood(t *testing.T) {
 	// ran (an envelope being decoded, a socket's buffers: 0.8 MB once, in
 	// CI), so each side reads the least of three collections, made by
 	// more of the flood.
-	sent := 0
+	sent := 0 // events flooded so far
+	floodTo := func(to int) { flood(sent, to); sent = to }
 	settled := func() uint64 {
 		least, last, got := uint64(0), memory(e).GCs, 0
 		for step := 0; got < 3; step++ {
 			if step == 200 {
 				t.Fatalf("the daemon collected %d times over %d more events", got, step*100)
 			}
-			flood(sent, sent+100)
-			sent += 100
-			if m := memory(e); m.GCs != last {
-				if last, got = m.GCs, got+1; least == 0 || m.HeapLive < least {
-					least = m.HeapLive
-				}
+			floodTo(sent + 100)
+			m := memory(e)
+			if m.GCs == last {
+				continue
+			}
+			last, got = m.GCs, got+1
+			if least == 0 || m.HeapLive < least {
+				least = m.HeapLive
 			}
 		}
 		return least
 	}
-	flood(0, n/10)
-	sent = n / 10
+	floodTo(n / 10)
 	warm, warmHeap := rssAnon(t, child.Process.Pid), settled()
 	warmSent := sent
-	flood(sent, n)
-	sent = n
+	floodTo(n)
 	end, endHeap := rssAnon(t, child.Process.Pid), settled()
 	t.Logf("daemon RssAnon: %d KiB after %d events, %d KiB after %d; live heap %d KiB after %d, %d KiB after %d (least of 3 collections)",
 		warm>>10, n/10, end>>10, n, warmHeap>>10, warmSent, endHeap>>10, sent)
