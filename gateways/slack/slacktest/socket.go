@@ -149,12 +149,18 @@ func (s *Server) push(e *envelope) {
 	}
 	s.mu.Unlock()
 	msg := s.wire(e, true)
+	// One connection gets it, as Slack does: the first that takes the
+	// write. A socket just dropped stays in conns until its reader sees
+	// the close, and the socket that replaced it may have sent what was
+	// pending before e was queued, so a failed write tries the next one.
 	for c, m := range conns {
 		m.Lock()
 		_ = c.SetWriteDeadline(time.Now().Add(5 * time.Second))
-		_ = c.WriteJSON(msg)
+		err := c.WriteJSON(msg)
 		m.Unlock()
-		return // one connection gets it, as Slack does
+		if err == nil {
+			return
+		}
 	}
 }
 
