@@ -235,7 +235,9 @@ func (p *poller) failed(ctx context.Context, err error) error {
 		wait = time.Duration(apiErr.RetryAfter) * time.Second
 		p.g.log.Warn("rate limited by the Bot API; waiting", "retry_after", wait)
 	case isAPI && apiErr.Code == http.StatusConflict:
-		p.onConflict(ctx, apiErr, wait)
+		if p.onConflict(ctx, apiErr, wait) {
+			return nil // the webhook is gone: poll again at once
+		}
 	default:
 		p.shrink = p.shrink || undecodable(err)
 		p.g.log.Warn("getUpdates failed; retrying", logkey.Err, err, "retry_in", wait)
@@ -244,25 +246,32 @@ func (p *poller) failed(ctx context.Context, err error) error {
 	return nil
 }
 
-// onConflict logs a 409 once per episode. A webhook set behind latch's back
-// is removed again; another poller can only be waited out.
-func (p *poller) onConflict(ctx context.Context, apiErr *tgbotapi.Error, wait time.Duration) {
+// onConflict logs a 409 once per episode. A webhook (left by webhook mode,
+// or set behind latch's back) is removed, and Start leaves that to this
+// first 409 rather than sending deleteWebhook before every first poll: a
+// start waits one Bot API round trip less. It reports whether to poll
+// again at once: only after the first 409 of an episode whose webhook was
+// deleted, so a webhook set again and again cannot make latch spin.
+// Another poller can only be waited out.
+func (p *poller) onConflict(ctx context.Context, apiErr *tgbotapi.Error, wait time.Duration) (now bool) {
 	first := !p.conflict
 	p.conflict = true
 	if strings.Contains(apiErr.Message, "webhook") {
 		if first {
-			p.g.log.Warn("a webhook is set for this bot token (409 Conflict); deleting it and retrying")
+			p.g.log.Warn("a webhook is set for this bot token (409 Conflict); deleting it and polling")
 		}
 		if _, err := p.g.request(ctx, tgbotapi.DeleteWebhookConfig{}); err != nil {
 			p.g.log.Debug("deleteWebhook failed", logkey.Err, err)
+			return false
 		}
-		return
+		return first
 	}
 	if first {
 		p.g.log.Warn("another process is polling this bot token (409 Conflict); retrying")
-		return
+		return false
 	}
 	p.g.log.Debug("still in conflict with another poller", "retry_in", wait)
+	return false
 }
 
 // recovered resets the error state after a successful poll.

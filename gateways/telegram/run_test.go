@@ -312,16 +312,38 @@ func TestRunConflictLogsOncePerEpisode(t *testing.T) {
 	}
 }
 
+// A webhook still set (by webhook mode, or behind latch's back) is deleted
+// when the first poll meets its 409, and polling goes on at once: with an
+// hour's backoff the message would not arrive before the test's deadline.
 func TestRunRemovesWebhook(t *testing.T) {
 	srv := newFake(t)
-	g, logs := started(t, srv)
-	srv.SetWebhook("https://example.com/hook") // set behind latch's back
+	srv.SetWebhook("https://example.com/hook")
+	g, logs := started(t, srv, func(c *Config) { c.MinBackoff, c.MaxBackoff = time.Hour, time.Hour })
 	id := srv.SendText(telegramtest.Private(alice), alice, "hi")
 	sink := &memSink{}
 	run(t, g, sink)
 	eventually(t, "delivery", func() bool { return sink.storedNext() == strconv.Itoa(id+1) })
 	if len(logs.lines("level=WARN", "a webhook is set")) != 1 {
 		t.Errorf("webhook conflict not logged; logs:\n%s", logs)
+	}
+	if n := srv.Count("deleteWebhook"); n != 1 {
+		t.Errorf("deleteWebhook calls = %d, want 1", n)
+	}
+}
+
+// A webhook set again after every deletion does not make Run spin: only the
+// first 409 of an episode is retried at once.
+func TestRunWebhookSetAgainDoesNotSpin(t *testing.T) {
+	srv := newFake(t)
+	g, _ := started(t, srv, func(c *Config) { c.MinBackoff, c.MaxBackoff = time.Hour, time.Hour })
+	srv.SetWebhook("https://example.com/hook")
+	srv.Inject("deleteWebhook", telegramtest.Fault{Body: `{"ok":true,"result":true}`, Times: -1}) // "deleted", yet still set
+	run(t, g, &memSink{})
+	waitFake(t, srv, "the retry after the first deletion", func() bool { return srv.Count("getUpdates") >= 2 })
+	// Observing a rate needs a time window; this is not waiting for an event.
+	time.Sleep(500 * time.Millisecond)
+	if n := srv.Count("getUpdates"); n != 2 {
+		t.Errorf("%d getUpdates calls, want 2: the first and one at once after deleting the webhook, then the backoff", n)
 	}
 }
 

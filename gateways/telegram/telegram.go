@@ -266,13 +266,13 @@ func (g *Gateway) Start(ctx context.Context) error {
 	g.log.Info("connected to the Bot API", "bot", api.Self.UserName)
 	g.checkPrivacy(api.Self)
 
+	// In polling mode a webhook still set is deleted by Run when its
+	// first poll meets the 409 that says so (onConflict), not here.
 	if g.webhookMode() {
 		if err := g.startWebhook(ctx); err != nil {
 			g.setStatus(err)
 			return err
 		}
-	} else if _, err := g.request(ctx, tgbotapi.DeleteWebhookConfig{}); err != nil {
-		g.log.Warn("deleteWebhook failed; polling may get 409 Conflict", logkey.Err, err)
 	}
 	return nil
 }
