@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 	"unicode"
 )
@@ -227,14 +228,14 @@ func parseAllow(s string) (netip.Prefix, error) {
 
 // keyRun matches what looks like a piece of a key rather than a word, an
 // address or a model name.
-var keyRun = regexp.MustCompile(`[A-Za-z0-9_+/=-]{16,}`)
+var keyRun = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`[A-Za-z0-9_+/=-]{16,}`) })
 
 // quoteValue quotes a value for an error about a setting that takes one of
 // a few words or an address. A value that looks like a key is described,
 // not repeated: it may be the API key pasted on the wrong line, which is
 // not known to be a secret and so is not redacted.
 func quoteValue(s string) string {
-	if len(s) > 64 || keyRun.MatchString(s) {
+	if len(s) > 64 || keyRun().MatchString(s) {
 		return fmt.Sprintf("a value of %d characters (not shown)", len(s))
 	}
 	return fmt.Sprintf("%q", s)

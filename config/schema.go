@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/BurntSushi/toml"
@@ -203,7 +204,7 @@ func checkTables(path string, md toml.MetaData) error {
 
 func describeUnknown(k string) string {
 	// A key can be a pasted token too ("AAH…" = 1): keep long runs out.
-	q := longRun.ReplaceAllString(k, "…")
+	q := longRun().ReplaceAllString(k, "…")
 	if !strings.ContainsAny(q, `"'`) {
 		q = fmt.Sprintf("%q", q)
 	}
@@ -251,14 +252,14 @@ func editDistance(a, b string) int {
 var (
 	// quotedFragment matches what the TOML library quotes in its messages,
 	// which may be a piece of the input.
-	quotedFragment = regexp.MustCompile(`"(?:[^"\\]|\\.)*"|'[^']*'`)
+	quotedFragment = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`"(?:[^"\\]|\\.)*"|'[^']*'`) })
 	// longRun matches unquoted runs that look like values (the library
 	// prints out-of-range integers bare) rather than words of its prose.
-	longRun    = regexp.MustCompile(`[A-Za-z0-9_:+-]{16,}|[0-9]{4,}`)
-	controlHex = regexp.MustCompile(`^0x[0-9a-f]{2}$`)
+	longRun    = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`[A-Za-z0-9_:+-]{16,}|[0-9]{4,}`) })
+	controlHex = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^0x[0-9a-f]{2}$`) })
 	// tableMismatch matches the library's "type mismatch for
 	// config.fileTelegram: expected table but found".
-	tableMismatch = regexp.MustCompile(`type mismatch for \S+: expected table but found`)
+	tableMismatch = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`type mismatch for \S+: expected table but found`) })
 )
 
 // scrubTOMLMessage removes pieces of the input from a TOML library message.
@@ -267,15 +268,15 @@ var (
 // would put the token in the error. Kept: single characters, quote marks,
 // control-character codes and key names of the schema.
 func scrubTOMLMessage(msg string) string {
-	msg = quotedFragment.ReplaceAllStringFunc(msg, func(q string) string {
+	msg = quotedFragment().ReplaceAllStringFunc(msg, func(q string) string {
 		inner := q[1 : len(q)-1]
 		if utf8.RuneCountInString(inner) <= 2 || strings.Trim(inner, `"'`) == "" ||
-			controlHex.MatchString(inner) || knownKey(inner) {
+			controlHex().MatchString(inner) || knownKey(inner) {
 			return q
 		}
 		return q[:1] + "…" + q[len(q)-1:]
 	})
-	return longRun.ReplaceAllStringFunc(msg, func(run string) string {
+	return longRun().ReplaceAllStringFunc(msg, func(run string) string {
 		if keyPart(run) {
 			return run
 		}
@@ -318,7 +319,7 @@ func syntaxError(path string, pe toml.ParseError) error {
 func typeError(path string, err error) error {
 	msg := scrubTOMLMessage(strings.TrimPrefix(err.Error(), "toml: "))
 	// The library names our Go type here; the user needs the TOML type.
-	msg = tableMismatch.ReplaceAllString(msg, "expected a table but found")
+	msg = tableMismatch().ReplaceAllString(msg, "expected a table but found")
 	for _, h := range typeHints {
 		if strings.Contains(msg, `"`+h.key) {
 			msg += "; " + h.hint

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/BurntSushi/toml"
 )
@@ -199,7 +200,9 @@ func parseSetting(kind reflect.Kind, value string) (any, error) {
 
 // tableHeader matches a table or array-of-tables header line; group 1 is
 // "[" for an array of tables, group 2 the table's name.
-var tableHeader = regexp.MustCompile(`^[ \t]*\[(\[?)[ \t]*([A-Za-z0-9_.\- \t]+?)[ \t]*\]\]?[ \t]*(#.*)?$`)
+var tableHeader = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^[ \t]*\[(\[?)[ \t]*([A-Za-z0-9_.\- \t]+?)[ \t]*\]\]?[ \t]*(#.*)?$`)
+})
 
 // setLine returns data with key set to v: its line replaced, or added
 // under its table's header, or after a new header at the end. The result is
@@ -216,7 +219,7 @@ func setLine(data []byte, key string, v any) ([]byte, error) {
 	lines := strings.SplitAfter(string(data), "\n")
 	header, at, current := -1, -1, ""
 	for i, l := range lines {
-		if m := tableHeader.FindStringSubmatch(strings.TrimRight(l, "\r\n")); m != nil {
+		if m := tableHeader().FindStringSubmatch(strings.TrimRight(l, "\r\n")); m != nil {
 			current = m[2]
 			if m[1] != "" {
 				current = "[[" + current // never the table we look for

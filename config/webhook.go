@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"sync"
 
 	"github.com/BurntSushi/toml"
 )
@@ -128,7 +129,9 @@ func NewWebhookSecret() string {
 }
 
 // telegramHeader matches the [telegram] table header on a line of its own.
-var telegramHeader = regexp.MustCompile(`(?m)^[ \t]*\[[ \t]*telegram[ \t]*\][ \t]*(#.*)?\r?\n`)
+var telegramHeader = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`(?m)^[ \t]*\[[ \t]*telegram[ \t]*\][ \t]*(#.*)?\r?\n`)
+})
 
 // ErrNoTelegramTable is returned by EnsureWebhookSecret when config.toml
 // sets telegram.webhook_url other than under a [telegram] header, so there
@@ -168,7 +171,7 @@ func EnsureWebhookSecret(home string) (bool, error) {
 		return false, insecuref("%s is open to other users (mode %04o) and would hold the webhook secret; "+
 			"fix it with: chmod 600 %s", path, perm, path)
 	}
-	loc := telegramHeader.FindIndex(data)
+	loc := telegramHeader().FindIndex(data)
 	if loc == nil {
 		return false, fmt.Errorf("%s: %w; add webhook_secret to the [telegram] settings yourself", path, ErrNoTelegramTable)
 	}
