@@ -40,6 +40,9 @@ func TestStart(t *testing.T) {
 	}
 	stop := run(t, g, &memSink{})
 	waitFake(t, srv, "the command menu", func() bool { return len(srv.Commands()) > 0 })
+	// The menu may be set before the first poll is out (each on a
+	// connection of its own): the second Run's poll is counted after it.
+	waitFake(t, srv, "a poll of the first Run", func() bool { return len(srv.Calls("getUpdates")) >= 1 })
 	var names []string
 	for _, c := range srv.Commands() {
 		names = append(names, c.Command)

@@ -238,8 +238,9 @@ func StartLink(bot, code string) string {
 }
 
 // Start verifies the token with getMe; the next Run registers the bot's
-// commands (setMenu). For polling it removes any webhook (keeping pending
-// updates); in webhook mode it binds the listener and sets the webhook. A rejected token gives
+// commands (setMenu). For polling, a webhook still set is removed by Run
+// when its poll meets the 409 that says so (onConflict), keeping pending
+// updates; in webhook mode Start binds the listener and sets the webhook. A rejected token gives
 // ErrUnauthorized; any other error is transient and Start may be called
 // again.
 func (g *Gateway) Start(ctx context.Context) error {
