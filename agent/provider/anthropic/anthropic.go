@@ -156,6 +156,8 @@ func (c *Client) Stream(ctx context.Context, req provider.Request, onText func(s
 
 // attempt makes one streaming request and reads it until message_stop.
 func (c *Client) attempt(ctx context.Context, body []byte, model string, a *retry.Attempt) (provider.Response, error) {
+	ctx, cancel := context.WithCancel(ctx) // Drain's bound
+	defer cancel()
 	req, err := c.newRequest(ctx, http.MethodPost, c.base.JoinPath("v1", "messages"), bytes.NewReader(body))
 	if err != nil {
 		return provider.Response{}, c.netError(err, model)
@@ -166,9 +168,8 @@ func (c *Client) attempt(ctx context.Context, body []byte, model string, a *retr
 	if err != nil {
 		return provider.Response{}, c.netError(err, model)
 	}
-	// Closing before the end of the body is fine: once message_stop has
-	// arrived the message is whole, and what the connection does after it
-	// does not matter.
+	// Once message_stop has arrived the message is whole: what is left of
+	// the body is read (Drain) only so that the connection stays.
 	defer resp.Body.Close()
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		return provider.Response{}, c.responseError(resp, model)
@@ -194,6 +195,7 @@ func (c *Client) attempt(ctx context.Context, body []byte, model string, a *retr
 		case err != nil:
 			return r.partial(), c.core.StreamBroken(model, err.Error())
 		case done:
+			adapter.Drain(resp.Body, cancel) // the connection stays for the next call
 			return r.complete(), nil
 		}
 	}

@@ -136,6 +136,8 @@ func (c *Client) attempt(ctx context.Context, creq goopenai.ChatCompletionReques
 	// recorder per attempt keeps them for Retry-After.
 	rec := &recorder{inner: c.core.HTTP}
 	defer rec.close()
+	ctx, cancel := context.WithCancel(ctx) // Drain's bound
+	defer cancel()
 	conf := c.conf
 	conf.HTTPClient = rec
 	if c.noStreamOptions.Load() {
@@ -176,6 +178,7 @@ func (c *Client) attempt(ctx context.Context, creq goopenai.ChatCompletionReques
 	if !acc.finished {
 		return acc.partial(), c.core.StreamBroken(model, "the stream ended without a finish_reason")
 	}
+	adapter.Drain(rec.resp.Body, cancel) // the connection stays for the next call
 	return acc.response(), nil
 }
 

@@ -127,6 +127,14 @@ func (r Reply) ErrorAfter(n int, errType, message string) Reply {
 	return r
 }
 
+// LingerEnd holds the end of the body back for d after message_stop,
+// flushed, so the end arrives in a read of its own (negative: until the
+// client goes away).
+func (r Reply) LingerEnd(d time.Duration) Reply {
+	r.faults = r.faults.LingerEnd(d)
+	return r
+}
+
 // PauseAfter stops for d once n content_block_delta events have been sent, sending
 // a ping event, as the API does while a model is slow, every 100ms meanwhile, then goes on.
 func (r Reply) PauseAfter(n int, d time.Duration) Reply {

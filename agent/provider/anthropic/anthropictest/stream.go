@@ -104,6 +104,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, reqID string, re
 		Pieces: f.Pieces,
 		Halt:   h,
 		Pause:  reply.faults.Pause,
+		Linger: reply.faults.Linger,
 	})
 }
 

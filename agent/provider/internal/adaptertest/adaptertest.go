@@ -29,6 +29,7 @@ type Reply[R any] interface {
 	StallAfter(n int) R
 	ErrorAfter(n int, errType, message string) R
 	PauseAfter(n int, d time.Duration) R
+	LingerEnd(d time.Duration) R
 }
 
 // Kit is one client under test and its fake, as the scenarios drive them.

@@ -5,8 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
+	"net/http"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -44,6 +47,8 @@ func Run[R Reply[R]](t *testing.T, k Kit[R]) {
 		{"Unreachable", unreachable[R]},
 		{"BadBaseURL", badBaseURL[R]},
 		{"PrintingHidesKey", printingHidesKey[R]},
+		{"ConnectionKeptAfterLateEnd", connectionKeptAfterLateEnd[R]},
+		{"EndlessBodyDoesNotHoldReply", endlessBodyDoesNotHoldReply[R]},
 	}
 	for _, s := range scenarios {
 		t.Run(s.name, func(t *testing.T) {
@@ -459,5 +464,54 @@ func printingHidesKey[R Reply[R]](t *testing.T, k Kit[R]) {
 		if !strings.Contains(s, "proxy.example") {
 			t.Errorf("%s: want the endpoint", s)
 		}
+	}
+}
+
+// dialCounting configures a client whose connections are counted in n.
+func dialCounting(n *atomic.Int32) func(*adapter.Config) {
+	return func(c *adapter.Config) {
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			n.Add(1)
+			return (&net.Dialer{}).DialContext(ctx, network, addr)
+		}
+		c.HTTPClient = &http.Client{Transport: tr}
+	}
+}
+
+// A body whose end comes in a write of its own, after the last event,
+// is read to that end once the message is whole, so HTTP/1.1 keeps the
+// connection: the next call does not pay for a new one (with a remote
+// server, a TCP and TLS handshake).
+func connectionKeptAfterLateEnd[R Reply[R]](t *testing.T, k Kit[R]) {
+	var dials atomic.Int32
+	c, srv := start(t, k, dialCounting(&dials))
+	srv.Script(k.Text("one").LingerEnd(30*time.Millisecond), k.Text("two").LingerEnd(30*time.Millisecond))
+	for _, want := range []string{"one", "two"} {
+		resp, err := c.Stream(t.Context(), Ask("hi"), nil)
+		if err != nil || resp.Text() != want {
+			t.Fatalf("Stream = %q, %v; want %q", resp.Text(), err, want)
+		}
+	}
+	if n := dials.Load(); n != 1 {
+		t.Errorf("two calls opened %d connections, want 1: the first was closed before the end of its body", n)
+	}
+}
+
+// A server that never ends the body after the last event does not hold
+// the reply back: the message is whole, the wait for the end is bounded,
+// and that connection is given up.
+func endlessBodyDoesNotHoldReply[R Reply[R]](t *testing.T, k Kit[R]) {
+	var dials atomic.Int32
+	c, srv := start(t, k, dialCounting(&dials))
+	srv.Script(k.Text("one").LingerEnd(-1), k.Text("two"))
+	for _, want := range []string{"one", "two"} {
+		resp, err := c.Stream(t.Context(), Ask("hi"), nil)
+		if err != nil || resp.Text() != want || resp.StopReason != provider.StopEndTurn {
+			t.Fatalf("Stream = %q (%s), %v; want %q, end_turn", resp.Text(), resp.StopReason, err, want)
+		}
+	}
+	if n := dials.Load(); n != 2 {
+		t.Errorf("%d connections, want 2: the endless body's is not reusable", n)
 	}
 }

@@ -18,6 +18,10 @@ type Faults struct {
 	Header http.Header   // added to the response's headers
 	Halt   Halt
 	Pause  Pause
+	// Linger holds the end of the body back this long after its last
+	// event, flushed: the end then comes in a write of its own, later, as
+	// it may from a server. Negative: until the client goes away.
+	Linger time.Duration
 }
 
 // WithHeader returns f with key: value added to its headers. The headers
@@ -49,6 +53,10 @@ func (f Faults) ErrorAfter(n int, typ, msg string) Faults {
 	f.Halt = Halt{Mode: HaltError, After: n, Type: typ, Message: msg}
 	return f
 }
+
+// LingerEnd holds the end of the body back for d after the last event
+// (negative: until the client goes away).
+func (f Faults) LingerEnd(d time.Duration) Faults { f.Linger = d; return f }
 
 // PauseAfter holds the stream for d once n counted events have been sent,
 // with keep-alives, then goes on.

@@ -24,6 +24,7 @@ type Stream struct {
 	Pieces []int
 	Halt   Halt
 	Pause  Pause
+	Linger time.Duration // see Faults.Linger
 }
 
 // Stream answers 200 with st as server-sent events, flushing each, and
@@ -54,6 +55,25 @@ func (s *Server[Reply, Request]) Stream(w http.ResponseWriter, r *http.Request, 
 		if ev.Counted {
 			sent++
 		}
+	}
+	if st.Linger != 0 {
+		s.linger(r, st.Linger)
+	}
+}
+
+// linger holds the end of a response back for d (negative: until the
+// client goes away or the server closes); the events are out already.
+func (s *Server[Reply, Request]) linger(r *http.Request, d time.Duration) {
+	var end <-chan time.Time
+	if d > 0 {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		end = t.C
+	}
+	select {
+	case <-end:
+	case <-r.Context().Done():
+	case <-s.done:
 	}
 }
 

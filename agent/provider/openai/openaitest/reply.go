@@ -117,6 +117,14 @@ func (r Reply) ErrorChunkAfter(n int, code, message string) Reply {
 	return r
 }
 
+// LingerEnd holds the end of the body back for d after data: [DONE],
+// flushed, so the end arrives in a read of its own (negative: until the
+// client goes away).
+func (r Reply) LingerEnd(d time.Duration) Reply {
+	r.faults = r.faults.LingerEnd(d)
+	return r
+}
+
 // PauseAfter stops for d once n content chunks have been sent, sending
 // a ": keep-alive" comment line, as OpenRouter does while a model is slow, every 100ms meanwhile, then goes on.
 func (r Reply) PauseAfter(n int, d time.Duration) Reply {

@@ -131,6 +131,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, id string, req R
 		Error:     data(fail, false).Text,
 		Halt:      h,
 		Pause:     reply.faults.Pause,
+		Linger:    reply.faults.Linger,
 	})
 }
 
