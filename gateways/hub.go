@@ -463,10 +463,10 @@ func (h *Hub) startTyping(t typer, chats []string) (started bool) {
 // goroutine waits until the caller blocks, or until another of the
 // runtime's threads wakes up and takes it: on the bench's two vCPUs that
 // wait was 0.13–0.18 ms, for "typing…" behind Ingest's commit and for Run's
-// dispatch behind the poller's next request (bench/README.md, "Typing and
-// the hand-overs"). What the caller does next — a commit, the next long
-// poll — loses as much time as the goroutine takes to block on its
-// request, and nothing waits for it.
+// dispatch behind the poller's next request (bench/README.md, "Typing
+// p50"). What the caller does next — a commit, the next long poll — loses
+// as much time as the goroutine takes to block on its request, and
+// nothing waits for it.
 func handOver() { runtime.Gosched() }
 
 // earlyTypingTimeout bounds one of typeEarly's requests.
